@@ -517,6 +517,10 @@ final class StatsTables {
       .counter("disconnects", K + "disconnects_total",
           "Established connections to the publisher that broke.",
           s -> s.subscriber().disconnects())
+      .counter("silence_reconnects", K + "silence_reconnects_total",
+          "Connections dropped and made again because no message arrived while the engine "
+              + "completed requests that store blocks (also counted in disconnects).",
+          s -> s.subscriber().silenceReconnects())
       .counter("connect_failures", K + "connect_failures_total",
           "Connection attempts that failed before the handshake completed.",
           s -> s.subscriber().connectFailures())

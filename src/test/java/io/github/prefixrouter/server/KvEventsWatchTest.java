@@ -18,7 +18,7 @@ class KvEventsWatchTest {
   static VllmKvEventSubscriber.Stats stats(long connects, long failures, long messages,
       long otherTopic, long replayed) {
     return new VllmKvEventSubscriber.Stats(connects, failures, 0, messages, 0, otherTopic, 0,
-        replayed, 0, 0, 0);
+        replayed, 0, 0, 0, 0);
   }
 
   final AtomicReference<VllmKvEventSubscriber.Stats> events =

@@ -37,7 +37,7 @@ class StatsJsonTest {
     var kv = new StatsTables.KvEventStats(
         StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber.Stats.class, 0),
         StatsFixtures.distinct(io.github.prefixrouter.engine.vllm.VllmKvEventReceiver.Stats.class, 0));
-    assertEquals(List.of("connects", "disconnects", "connect_failures", "messages",
+    assertEquals(List.of("connects", "disconnects", "silence_reconnects", "connect_failures", "messages",
         "malformed_messages", "other_topic_messages", "replays_requested", "replayed_messages",
         "replay_failures", "replays_skipped",
         "batches_applied", "replayed_batches", "stored_events", "removed_events",

@@ -193,8 +193,10 @@ import org.slf4j.LoggerFactory;
  * adapter then also forgets that the server reports its cached tokens. In front of vLLM started
  * with {@code --kv-events-config}, {@link Builder#kvEvents} makes it subscribe to vLLM's
  * KV-event stream ({@link VllmKvEventSubscriber}) once the node hands it its listener: the
- * node's tree then mirrors exactly what vLLM holds (engine-driven mode). The subscription's
- * thread ends with {@link #close()}.
+ * node's tree then mirrors exactly what vLLM holds (engine-driven mode). Each request the server
+ * answers in full is reported to the subscriber ({@link
+ * VllmKvEventSubscriber#requestCompleted}), which drops and makes again a stream that has gone
+ * silent while the server serves. The subscription's thread ends with {@link #close()}.
  *
  * <p>Threads: the JDK {@link HttpClient} runs on the executor given to the builder, or on its
  * default pool, and has its {@code HttpClient-<n>-SelectorManager} thread, which
@@ -273,7 +275,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /** The node's listener of cache losses ({@link #setCacheLossListener}), or null. */
   private volatile Consumer<String> cacheLossListener;
   private final VllmKvEventSubscriber.Builder kvEvents;
-  private VllmKvEventSubscriber subscriber; // guarded by this
+  /** Written under this; read without it by each request's completion. */
+  private volatile VllmKvEventSubscriber subscriber;
   private volatile boolean closed; // written under this
 
   private OpenAiCompatibleEngine(Builder b) {
@@ -398,6 +401,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (e != null) {
         answer.completeExceptionally(e);
       } else {
+        requestCompleted(r);
         answer.complete(r);
       }
     });
@@ -1314,6 +1318,24 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     VllmKvEventSubscriber s = kvEvents.listener(listener).build();
     s.start();
     subscriber = s;
+  }
+
+  /**
+   * Tells the KV-event subscriber, if there is one, that the server answered a request in full,
+   * so that it notices a stream that went silent while the server serves ({@link
+   * VllmKvEventSubscriber#requestCompleted}). Never throws: the answer is delivered whatever
+   * happens here.
+   */
+  private void requestCompleted(EngineResult r) {
+    VllmKvEventSubscriber s = subscriber;
+    if (s == null) {
+      return;
+    }
+    try {
+      s.requestCompleted(r.promptTokens(), r.outputTokens().length, r.cachedPromptTokens());
+    } catch (RuntimeException e) {
+      log.debug("the KV-event subscriber failed on a completed request", e);
+    }
   }
 
   /**

@@ -17,6 +17,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import java.util.random.RandomGenerator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -49,7 +50,11 @@ import org.slf4j.LoggerFactory;
  * the current backoff). A broken connection starts the stream over at once ({@link
  * VllmKvEventReceiver#reset()}: the mirror is cleared), because the messages published until
  * the next connection are lost, and a publisher that restarted with an empty cache may
- * continue at the very sequence number expected.
+ * continue at the very sequence number expected. A connection that stays open but delivers
+ * nothing while the engine serves (its peer gone without a reset, a firewall dropping the flow)
+ * is dropped and made again the same way, once the engine has completed {@link
+ * Builder#silenceLimit enough requests} that store a block since the last message (the adapter
+ * reports them to {@link #requestCompleted}).
  *
  * <p><b>Replay.</b> A message whose sequence number is above the sink's {@link
  * KvEventSink#nextSeq()} means messages were lost (the publisher drops messages for a slow
@@ -111,6 +116,29 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final long replayTimeoutNanos;
   private final long minReplayBackoffNanos;
   private final long maxReplayBackoffNanos;
+  /** Tokens per block, for telling which completed requests store one (1 if not given). */
+  private final int blockSize;
+  /** Requests storing a block after which a silent connection is dropped; 0: never. */
+  private final int silenceRequests;
+  private final long silenceNanos;
+  /** {@link System#nanoTime()}, or the test's clock: times the silence only. */
+  private final LongSupplier clock;
+
+  /** Guards the silence check's state below, shared by the reader and the request threads. */
+  private final Object silenceLock = new Object();
+  /** The established live connection, null while there is none. Guarded by silenceLock. */
+  private ZmtpSocket watched;
+  /** When the last message arrived, or the connection was made. Guarded by silenceLock. */
+  private long quietSince;
+  /** Requests storing a block completed since then. Guarded by silenceLock. */
+  private long requestsSince;
+  /** Set when {@link #requestCompleted} dropped {@link #watched}. Guarded by silenceLock. */
+  private boolean silenceDrop;
+  /** The counts that made the drop, for the reader's warning. Guarded by silenceLock. */
+  private long droppedAfterRequests;
+  private long droppedAfterNanos;
+  /** Silence drops in a row without a message between them (for the log). Reader's only. */
+  private long silentInARow;
 
   private final AtomicLong connects = new AtomicLong();
   private final AtomicLong connectFailures = new AtomicLong();
@@ -123,6 +151,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final AtomicLong replayFailures = new AtomicLong();
   private final AtomicLong replaysSkipped = new AtomicLong();
   private final AtomicLong sinkFailures = new AtomicLong();
+  private final AtomicLong silenceReconnects = new AtomicLong();
 
   private final CountDownLatch closing = new CountDownLatch(1);
   private volatile boolean closed;
@@ -168,6 +197,10 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     this.replayTimeoutNanos = b.replayTimeout.toNanos();
     this.minReplayBackoffNanos = b.minReplayBackoff.toNanos();
     this.maxReplayBackoffNanos = b.maxReplayBackoff.toNanos();
+    this.blockSize = Math.max(1, b.blockSize);
+    this.silenceRequests = b.silenceRequests;
+    this.silenceNanos = b.silenceTime.toNanos();
+    this.clock = b.clock;
     this.replayOptions =
         new ZmtpOptions(
             b.replayTimeout,
@@ -265,8 +298,77 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         replayedMessages.get(),
         replayFailures.get(),
         replaysSkipped.get(),
-        sinkFailures.get());
+        sinkFailures.get(),
+        silenceReconnects.get());
   }
+
+  /**
+   * Tells the subscriber that its engine completed a request, so that it notices a connection
+   * that has silently stopped delivering while the engine keeps serving ({@link
+   * Builder#silenceLimit}). The engine adapter calls it for each request the server answered
+   * in full ({@code OpenAiCompatibleEngine} does); a host's own adapter may too. It counts only
+   * requests that made vLLM store a block, and so publish an event: those whose computed tokens
+   * (the prompt and the output, but the last output token, whose KV is never computed) fill more
+   * whole blocks than the prefix cache served; with {@code cachedPromptTokens} unknown, none is
+   * taken as served. vLLM computes a prompt's last token again even when it is cached, so a
+   * prompt of whole blocks that reports one block fewer cached is taken as wholly cached.
+   *
+   * <p>Once {@code silenceLimit}'s requests have been counted since the last message arrived (or
+   * the connection was made) and its time has passed, this call closes the connection (on the
+   * calling thread; it takes a lock shared with the reader thread for a few instructions): the
+   * reader thread counts it in {@link Stats#silenceReconnects()}, logs a warning and reconnects
+   * as after any lost connection. Cheap otherwise; does nothing while not connected, and
+   * nothing with the check off.
+   *
+   * @param promptTokens the prompt's tokens the engine processed
+   * @param outputTokens the tokens it generated; 0 if not known
+   * @param cachedPromptTokens of the prompt's tokens, those its prefix cache served, or -1 if
+   *     the engine does not report it
+   */
+  public void requestCompleted(int promptTokens, int outputTokens, int cachedPromptTokens) {
+    if (silenceRequests == 0
+        || !storesABlock(blockSize, promptTokens, outputTokens, cachedPromptTokens)) {
+      return;
+    }
+    ZmtpSocket drop;
+    synchronized (silenceLock) {
+      if (watched == null || silenceDrop) {
+        return;
+      }
+      long n = ++requestsSince;
+      long quiet = clock.getAsLong() - quietSince;
+      if (n < silenceRequests || quiet < silenceNanos) {
+        return;
+      }
+      silenceDrop = true;
+      droppedAfterRequests = n;
+      droppedAfterNanos = quiet;
+      drop = watched;
+      watched = null;
+    }
+    silenceReconnects.incrementAndGet();
+    drop.close(); // the reader thread, blocked on it, takes it as lost
+  }
+
+  /**
+   * Whether a request of these counts made an engine of {@code blockSize}-token blocks store at
+   * least one block (see {@link #requestCompleted}).
+   */
+  static boolean storesABlock(int blockSize, int promptTokens, int outputTokens,
+      int cachedPromptTokens) {
+    if (promptTokens <= 0) {
+      return false;
+    }
+    long computed = (long) promptTokens + Math.max(outputTokens, 1) - 1;
+    long full = computed / blockSize;
+    long cachedBlocks = cachedPromptTokens < 0 ? 0 : cachedPromptTokens / blockSize;
+    if (cachedPromptTokens >= 0 && promptTokens % blockSize == 0
+        && cachedBlocks == promptTokens / blockSize - 1) {
+      cachedBlocks++; // its last block computed again, as a cached prompt's always is
+    }
+    return full > cachedBlocks;
+  }
+
 
   /**
    * The counters of the receiver that decodes the messages and applies them to the listener
@@ -302,6 +404,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * @param replaysSkipped gaps that got no replay because a replay had failed within the
    *     {@link Builder#replayBackoff replay backoff}; the live message went to the sink as it is
    * @param sinkFailures exceptions and {@link Error}s thrown by the sink, logged and ignored
+   * @param silenceReconnects connections dropped and made again because no message had
+   *     arrived while the engine completed requests that store blocks ({@link
+   *     Builder#silenceLimit}); each is counted in {@code disconnects} too
    */
   public record Stats(
       long connects,
@@ -314,7 +419,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       long replayedMessages,
       long replayFailures,
       long replaysSkipped,
-      long sinkFailures) {}
+      long sinkFailures,
+      long silenceReconnects) {}
 
   @Override
   public String toString() {
@@ -345,6 +451,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         connect(s, resolve(endpoint.host()), endpoint.port());
         s.subscribe(topic);
         established = true;
+        synchronized (silenceLock) {
+          watched = s;
+          quietSince = clock.getAsLong();
+          requestsSince = 0;
+          silenceDrop = false;
+        }
         connects.incrementAndGet();
         backoff = minBackoffNanos;
         failing = false;
@@ -357,20 +469,53 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         while (!closed) {
           List<byte[]> message = s.receive();
           received = true;
+          if (silenceRequests > 0) {
+            synchronized (silenceLock) {
+              quietSince = clock.getAsLong();
+              requestsSince = 0;
+            }
+          }
+          silentInARow = 0;
           handle(message);
         }
       } catch (IOException | RuntimeException | Error e) {
         // an Error (the heap running out while a message of up to maxMessageBytes is read, say)
         // or an unchecked exception breaks this connection, not the thread: ended, nothing would
         // reach the sink again, nothing would reconnect and the mirror would stay as it is
-        if (!(e instanceof IOException)) {
+        boolean silent;
+        long silentRequests;
+        long silentNanos;
+        synchronized (silenceLock) {
+          silent = silenceDrop;
+          silentRequests = droppedAfterRequests;
+          silentNanos = droppedAfterNanos;
+          silenceDrop = false;
+          watched = null;
+        }
+        if (!(e instanceof IOException) && !silent) {
           readerFailed("its connection to " + endpoint, e);
         }
         if (closed) {
           break;
         }
         long wait = delay(backoff);
-        if (established) {
+        if (established && silent) {
+          disconnects.incrementAndGet();
+          resetSink(); // as after any lost connection: what was published meanwhile is lost
+          quietLosses = received ? 1 : quietLosses + 1;
+          silentInARow++;
+          String what = "no KV-event message from {} {} ({} s) while the engine completed {} "
+              + "requests that store blocks: taken as a dead connection, dropped, the mirror "
+              + "cleared; reconnecting in {} ms ({} drop(s) for silence in a row)";
+          Object[] args = {endpoint, received ? "since the last one" : "since connecting",
+              TimeUnit.NANOSECONDS.toSeconds(silentNanos), silentRequests,
+              TimeUnit.NANOSECONDS.toMillis(wait), silentInARow};
+          if (VllmKvEventReceiver.logNow(silentInARow)) {
+            log.warn(what, args);
+          } else {
+            log.debug(what, args);
+          }
+        } else if (established) {
           disconnects.incrementAndGet();
           // the messages published from now until a new connection are lost (removals among
           // them), and the publisher may restart with an empty cache and lose exactly as many
@@ -704,6 +849,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     private int maxMessageBytes = ZmtpOptions.DEFAULTS.maxMessageBytes();
     private int maxFrames = ZmtpOptions.DEFAULTS.maxFrames();
     private HostResolver resolver = InetAddress::getByName;
+    private int silenceRequests = 32;
+    private Duration silenceTime = Duration.ofSeconds(60);
+    private LongSupplier clock = System::nanoTime;
 
     private Builder() {}
 
@@ -778,6 +926,47 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         throw new IllegalArgumentException("blockSize must be positive, was " + blockSize);
       }
       this.blockSize = blockSize;
+      return this;
+    }
+
+    /**
+     * When to take a connection that delivers nothing while the engine serves as dead: once
+     * the engine has completed {@code requests} requests that store a block ({@link
+     * VllmKvEventSubscriber#requestCompleted}) since the last message arrived, or since the
+     * connection was made, and at least {@code after} has passed since then, the connection is
+     * dropped and made again (counted in {@link Stats#silenceReconnects()}, logged as a
+     * warning), as after any lost connection: the mirror is cleared and the next message
+     * starts it afresh. Default 32 requests and 60 s; 0 requests turns the check off.
+     *
+     * <p>vLLM publishes each block it stores in the step that stores it, before the request's
+     * answer is sent, so on a working connection a request that stored a block is followed by
+     * a message within moments; 32 such requests without one, over a minute, does not happen
+     * while the stream works. The requests guard a quiet engine (vLLM publishes nothing while
+     * idle, so silence alone means nothing); the time guards a burst of short requests
+     * completing while a message is on its way or the reader is held by a replay (at most
+     * {@value VllmKvEventSubscriber#REPLAY_STEPS} times the {@link #replayTimeout replay
+     * timeout}, 16 s by default). Without it, a silent connection was noticed only by TCP
+     * keep-alive, after 2 h 11 min on Linux's defaults, and the mirror stayed frozen meanwhile.
+     *
+     * @param requests completed requests storing a block, at least 0 (0: off)
+     * @param after the least time since the last message, at least 0, at most 365 days
+     * @return this builder
+     * @throws IllegalArgumentException if {@code requests} or {@code after} is out of range
+     */
+    public Builder silenceLimit(int requests, Duration after) {
+      Objects.requireNonNull(after, "after");
+      if (requests < 0 || after.isNegative() || after.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {
+        throw new IllegalArgumentException("silenceLimit needs requests >= 0 and 0 <= after <= "
+            + "365 days, was " + requests + ", " + after);
+      }
+      this.silenceRequests = requests;
+      this.silenceTime = after;
+      return this;
+    }
+
+    /** The clock of the silence check, in nanoseconds (tests); default {@link System#nanoTime()}. */
+    Builder clock(LongSupplier nanoClock) {
+      this.clock = Objects.requireNonNull(nanoClock, "nanoClock");
       return this;
     }
 

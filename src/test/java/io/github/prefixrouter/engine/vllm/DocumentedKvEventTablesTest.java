@@ -47,6 +47,7 @@ class DocumentedKvEventTablesTest {
     fields.put("replayTimeout", List.of("replayTimeout"));
     fields.put("reconnectBackoff", List.of("minBackoff", "maxBackoff"));
     fields.put("replayBackoff", List.of("minReplayBackoff", "maxReplayBackoff"));
+    fields.put("silenceLimit", List.of("silenceRequests", "silenceTime"));
 
     Map<String, String> rows = table("### Limits and timeouts");
     assertEquals(fields.keySet(), rows.keySet(), "the rows of the limits table");
@@ -67,7 +68,7 @@ class DocumentedKvEventTablesTest {
       }
       String cell = rows.get(method);
       List<Object> stated = new ArrayList<>();
-      for (String part : cell.split(" to ")) {
+      for (String part : cell.split(" to | and ")) {
         stated.add(parse(part.trim(), method, cell));
       }
       assertEquals(expected, stated, "docs/vllm-kv-events.md, row " + method

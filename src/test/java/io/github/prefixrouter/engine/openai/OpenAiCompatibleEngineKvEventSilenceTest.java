@@ -1,0 +1,154 @@
+package io.github.prefixrouter.engine.openai;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.engine.vllm.Batches;
+import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
+import io.github.prefixrouter.internal.zmq.HostilePeer;
+import io.github.prefixrouter.internal.zmq.ZmtpBytes;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.Await;
+import java.io.DataInputStream;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The adapter with {@code kvEvents} in front of a server that keeps answering while its event
+ * stream has gone silent (the connection open, nothing sent on it): the requests it completes
+ * tell the subscriber, which drops the connection after {@code silenceLimit} of them and takes
+ * the events published on the new one. Before, the subscriber waited on the silent connection
+ * for ever and the listener heard nothing more.
+ */
+class OpenAiCompatibleEngineKvEventSilenceTest {
+
+  private static final int BLOCK = 16;
+
+  private final Map<Integer, BlockingQueue<byte[]>> toSend = new ConcurrentHashMap<>();
+  private final AtomicInteger accepted = new AtomicInteger();
+  private final AtomicInteger subscribed = new AtomicInteger();
+  private final List<String> heard = new CopyOnWriteArrayList<>();
+
+  private BlockingQueue<byte[]> connection(int k) {
+    return toSend.computeIfAbsent(k, x -> new LinkedBlockingQueue<>());
+  }
+
+  /** A PUB sending on its k-th connection what is queued for it, and otherwise nothing. */
+  private HostilePeer publisher() throws Exception {
+    return new HostilePeer((sock, in, out) -> {
+      int k = accepted.incrementAndGet();
+      HostilePeer.readClientHandshake(in);
+      out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
+      out.flush();
+      HostilePeer.readFrame(new DataInputStream(in)); // the subscription
+      subscribed.incrementAndGet();
+      BlockingQueue<byte[]> q = connection(k);
+      long seq = 0;
+      while (!sock.isClosed()) {
+        byte[] payload = q.poll(20, TimeUnit.MILLISECONDS);
+        if (payload != null) {
+          out.write(ZmtpBytes.of().message(new byte[0],
+              ByteBuffer.allocate(8).putLong(seq++).array(), payload).bytes());
+          out.flush();
+        }
+      }
+    });
+  }
+
+  private static byte[] stored(long hash) {
+    int[] tokens = new int[BLOCK];
+    Arrays.fill(tokens, (int) hash);
+    return Batches.batch(Batches.stored(null, new long[] {hash}, tokens, BLOCK));
+  }
+
+  private static InferenceRequest request(int i) {
+    int[] prompt = new int[40]; // 40 tokens and 4 generated: 2 full blocks, none cached
+    Arrays.fill(prompt, 1000 + i);
+    return new InferenceRequest("r" + i, prompt, new GenerationParams(4, 0.0, 1.0, 1L));
+  }
+
+  @Test
+  void aSilentStreamIsMadeAgainAfterTheRequestsTheServerCompleted() throws Exception {
+    try (HostilePeer vllm = publisher();
+        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+          .baseUrl(server.baseUrl())
+          .kvEvents(VllmKvEventSubscriber.builder()
+              .endpoint("tcp://127.0.0.1:" + vllm.port())
+              .blockSize(BLOCK)
+              .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+              .silenceLimit(3, Duration.ZERO))
+          .build();
+      try {
+        engine.setCacheEventListener(new CacheEventListener() {
+          @Override
+          public void onBlocksStored(long parent, long[] hashes, int[] tokenIds) {
+            heard.add("stored " + hashes[0]);
+          }
+
+          @Override
+          public void onAllCleared() {
+            heard.add("cleared");
+          }
+        });
+        VllmKvEventSubscriber sub = engine.kvEventSubscriber();
+        Await.until(() -> subscribed.get() == 1, "subscribed");
+        connection(1).add(stored(11));
+        Await.until(() -> heard.contains("stored 11"), "the first event");
+        // the stream goes silent; the server answers on
+        for (int i = 0; i < 2; i++) {
+          engine.execute(request(i)).get(20, TimeUnit.SECONDS);
+        }
+        assertEquals(0, sub.stats().silenceReconnects(), "2 requests, below 3");
+        engine.execute(request(2)).get(20, TimeUnit.SECONDS);
+        assertEquals(1, sub.stats().silenceReconnects(), "the 3rd: " + sub.stats());
+        Await.until(() -> subscribed.get() == 2, "subscribed again");
+        connection(2).add(stored(22));
+        Await.until(() -> heard.contains("stored 22"), "the event published after it: " + heard);
+        assertEquals(List.of("stored 11", "stored 22"),
+            heard.stream().filter(h -> !h.equals("cleared")).toList());
+        assertEquals(2, sub.stats().connects(), sub.stats().toString());
+      } finally {
+        engine.close();
+      }
+    }
+  }
+
+  /** A server that fails every request stores nothing: its failures are not counted. */
+  @Test
+  void failedRequestsAreNotCounted() throws Exception {
+    try (HostilePeer vllm = publisher();
+        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+      server.fail(500, "{\"error\":\"down\"}");
+      OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+          .baseUrl(server.baseUrl())
+          .kvEvents(VllmKvEventSubscriber.builder()
+              .endpoint("tcp://127.0.0.1:" + vllm.port())
+              .blockSize(BLOCK)
+              .silenceLimit(1, Duration.ZERO))
+          .build();
+      try {
+        engine.setCacheEventListener(new CacheEventListener() {});
+        VllmKvEventSubscriber sub = engine.kvEventSubscriber();
+        Await.until(() -> sub.stats().connects() == 1, "connected");
+        for (int i = 0; i < 5; i++) {
+          engine.execute(request(i)).handle((r, e) -> null).get(20, TimeUnit.SECONDS);
+        }
+        assertEquals(0, sub.stats().silenceReconnects(), sub.stats().toString());
+      } finally {
+        engine.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,278 @@
+package io.github.prefixrouter.engine.vllm;
+
+import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.payload;
+import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.seq;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import io.github.prefixrouter.internal.zmq.HostilePeer;
+import io.github.prefixrouter.internal.zmq.ZmtpBytes;
+import io.github.prefixrouter.testing.Await;
+import java.io.DataInputStream;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A subscription that stops delivering while its engine keeps serving: the publisher keeps the
+ * connection open and sends nothing more on it (its host gone without a reset, a firewall or NAT
+ * dropping the flow), so the subscriber, which waits for the next message without a timeout,
+ * waited for ever while the mirror stayed frozen. It now drops the connection once the engine
+ * has completed {@code silenceLimit} requests that store a block since the last message (or the
+ * connection), and the minimum time has passed, and makes it again. Time is the test's clock.
+ */
+class VllmKvEventSilenceTest {
+
+  private static final int BLOCK = 16;
+  private static final Duration AFTER = Duration.ofSeconds(30);
+
+  private final RecordingSink sink = new RecordingSink();
+  private final AtomicLong now = new AtomicLong(1_000_000_000L);
+  private final List<Thread> threads = new CopyOnWriteArrayList<>();
+  private final ThreadFactory factory = r -> {
+    Thread t = new Thread(r, "kv-events-under-test");
+    t.setDaemon(true);
+    threads.add(t);
+    return t;
+  };
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  /** What the publisher sends on its k-th connection (from 1), once it has subscribed. */
+  private final Map<Integer, BlockingQueue<Long>> toSend = new ConcurrentHashMap<>();
+  private final AtomicInteger accepted = new AtomicInteger();
+  private final AtomicInteger subscribed = new AtomicInteger();
+
+  @AfterEach
+  void closeAll() throws Exception {
+    for (int i = toClose.size() - 1; i >= 0; i--) {
+      toClose.get(i).close();
+    }
+    for (Thread t : threads) {
+      assertFalse(t.isAlive(), "the reader thread ends with close()");
+    }
+  }
+
+  private BlockingQueue<Long> connection(int k) {
+    return toSend.computeIfAbsent(k, x -> new LinkedBlockingQueue<>());
+  }
+
+  /**
+   * A PUB that sends, on each connection, the sequence numbers queued for that connection and
+   * otherwise nothing, keeping the connection open: a connection that has gone silent.
+   */
+  private HostilePeer publisher() throws Exception {
+    HostilePeer p = new HostilePeer((sock, in, out) -> {
+      int k = accepted.incrementAndGet();
+      HostilePeer.readClientHandshake(in);
+      out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
+      out.flush();
+      HostilePeer.readFrame(new DataInputStream(in)); // the subscription
+      subscribed.incrementAndGet();
+      BlockingQueue<Long> q = connection(k);
+      while (!sock.isClosed()) {
+        Long n = q.poll(20, TimeUnit.MILLISECONDS);
+        if (n != null) {
+          out.write(ZmtpBytes.of().message(new byte[0], seq(n), payload(n)).bytes());
+          out.flush();
+        }
+      }
+    });
+    toClose.add(p);
+    return p;
+  }
+
+  private VllmKvEventSubscriber start(HostilePeer p, int requests, Duration after) {
+    VllmKvEventSubscriber s = VllmKvEventSubscriber.builder()
+        .endpoint("tcp://127.0.0.1:" + p.port())
+        .sink(sink)
+        .blockSize(BLOCK)
+        .threadFactory(factory)
+        .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+        .silenceLimit(requests, after)
+        .clock(now::get)
+        .build();
+    toClose.add(s);
+    s.start();
+    return s;
+  }
+
+  /** Sends {@code seq} on connection {@code k} and waits for it to reach the sink. */
+  private void deliver(int k, long seq) throws InterruptedException {
+    connection(k).add(seq);
+    Await.until(() -> sink.sawLive(seq), "message " + seq + " on connection " + k);
+  }
+
+  /** A request of 40 prompt tokens, none cached, and 10 output tokens: it stores 3 blocks. */
+  private static void storingRequest(VllmKvEventSubscriber s) {
+    s.requestCompleted(40, 10, 0);
+  }
+
+  @Test
+  void aConnectionSilentWhileTheEngineServesIsDroppedAndMadeAgain() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
+    deliver(1, 0);
+    deliver(1, 1);
+    // the connection goes silent; the engine serves on
+    now.addAndGet(AFTER.toNanos());
+    for (int i = 0; i < 3; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), "3 requests, below the limit of 4");
+    assertEquals(1, s.stats().connects());
+    storingRequest(s);
+    assertEquals(1, s.stats().silenceReconnects(), "the 4th request: " + s.stats());
+    Await.until(() -> subscribed.get() == 2, "subscribed again");
+    deliver(2, 7); // published after the new connection: it arrives
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(2, st.connects(), st.toString());
+    assertEquals(1, st.disconnects(), st.toString());
+    assertEquals(1, sink.resets(), "the stream starts over, as after any lost connection");
+    assertEquals(List.of(0L, 1L, RecordingSink.RESET, 7L),
+        sink.allCalls().stream().map(RecordingSink.Call::seq).toList());
+  }
+
+  @Test
+  void theMinimumTimeMustHavePassedToo() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
+    deliver(1, 0);
+    now.addAndGet(AFTER.toNanos() - 1);
+    for (int i = 0; i < 20; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), "20 requests within 30 s less 1 ns");
+    now.incrementAndGet();
+    storingRequest(s);
+    assertEquals(1, s.stats().silenceReconnects(), "the next request once 30 s have passed");
+    Await.until(() -> s.stats().connects() == 2, "connected again");
+  }
+
+  @Test
+  void aMessageStartsTheCountAndTheTimeAfresh() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
+    deliver(1, 0);
+    now.addAndGet(AFTER.toNanos());
+    for (int i = 0; i < 3; i++) {
+      storingRequest(s);
+    }
+    deliver(1, 1);
+    for (int i = 0; i < 3; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), "3 requests since the last message");
+    for (int i = 0; i < 10; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), "13 requests, but no time since the message");
+    now.addAndGet(AFTER.toNanos());
+    storingRequest(s);
+    assertEquals(1, s.stats().silenceReconnects(), s.stats().toString());
+  }
+
+  @Test
+  void aQuietEngineCausesNoReconnect() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
+    deliver(1, 0);
+    now.addAndGet(TimeUnit.DAYS.toNanos(1));
+    // a day with no request completed: vLLM publishes nothing while idle, rightly
+    Thread.sleep(200);
+    VllmKvEventSubscriber.Stats st = s.stats();
+    assertEquals(0, st.silenceReconnects(), st.toString());
+    assertEquals(1, st.connects(), st.toString());
+    assertEquals(0, sink.resets());
+  }
+
+  /**
+   * Requests that store no block give vLLM nothing to publish: shorter than a block, or whose
+   * blocks the prefix cache served (vLLM computes a prompt's last token again, so a prompt of
+   * whole blocks reports one block fewer cached than it holds).
+   */
+  @Test
+  void requestsThatStoreNoBlockAreNotCounted() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
+    deliver(1, 0);
+    now.addAndGet(AFTER.toNanos());
+    for (int i = 0; i < 10; i++) {
+      s.requestCompleted(10, 6, 0); // 15 tokens computed (not the last one): no full block
+      s.requestCompleted(40, 8, 32); // 47 tokens computed: 2 blocks, both cached
+      s.requestCompleted(32, 16, 16); // 47 tokens: 2 blocks, the prompt's, both cached
+      s.requestCompleted(15, 1, -1); // 15 tokens, cached unknown
+    }
+    assertEquals(0, s.stats().silenceReconnects(), s.stats().toString());
+    for (int i = 0; i < 4; i++) {
+      s.requestCompleted(16, 0, -1); // a block computed, nothing known to be cached
+    }
+    assertEquals(1, s.stats().silenceReconnects(), s.stats().toString());
+    Await.until(() -> subscribed.get() == 2, "subscribed again");
+    deliver(2, 3);
+    for (int i = 0; i < 10; i++) {
+      s.requestCompleted(10, 6, 0);
+      s.requestCompleted(40, 8, 32);
+      s.requestCompleted(32, 16, 16);
+      s.requestCompleted(15, 1, -1);
+    }
+    now.addAndGet(AFTER.toNanos());
+    s.requestCompleted(10, 6, 0);
+    assertEquals(1, s.stats().silenceReconnects(), "none of these stores a block");
+    for (int i = 0; i < 4; i++) {
+      s.requestCompleted(32, 17, 16); // 48 tokens: a third block, of output
+    }
+    assertEquals(2, s.stats().silenceReconnects(), s.stats().toString());
+  }
+
+  @Test
+  void zeroRequestsTurnsTheCheckOff() throws Exception {
+    HostilePeer vllm = publisher();
+    VllmKvEventSubscriber s = start(vllm, 0, AFTER);
+    deliver(1, 0);
+    now.addAndGet(TimeUnit.DAYS.toNanos(1));
+    for (int i = 0; i < 1000; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), s.stats().toString());
+    assertEquals(1, s.stats().connects());
+  }
+
+  @Test
+  void requestsWhileNotConnectedAreNotCounted() throws Exception {
+    // nothing listens on port 1: every attempt is refused
+    VllmKvEventSubscriber s = VllmKvEventSubscriber.builder()
+        .endpoint("tcp://127.0.0.1:1")
+        .sink(sink).blockSize(BLOCK).threadFactory(factory)
+        .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+        .silenceLimit(1, Duration.ZERO).clock(now::get).build();
+    toClose.add(s);
+    s.start();
+    for (int i = 0; i < 10; i++) {
+      storingRequest(s);
+    }
+    assertEquals(0, s.stats().silenceReconnects(), s.stats().toString());
+    assertEquals(0, s.stats().connects(), s.stats().toString());
+  }
+
+  @Test
+  void theLimitsAreChecked() {
+    VllmKvEventSubscriber.Builder b = VllmKvEventSubscriber.builder();
+    assertThrows(IllegalArgumentException.class, () -> b.silenceLimit(-1, AFTER));
+    assertThrows(IllegalArgumentException.class,
+        () -> b.silenceLimit(4, Duration.ofSeconds(-1)));
+    assertThrows(IllegalArgumentException.class, () -> b.silenceLimit(4, Duration.ofDays(366)));
+    assertThrows(NullPointerException.class, () -> b.silenceLimit(4, null));
+  }
+}
