@@ -309,8 +309,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * in full ({@code OpenAiCompatibleEngine} does); a host's own adapter may too. It counts only
    * requests that made vLLM store a block, and so publish an event: those whose computed tokens
    * (the prompt and the output, but the last output token, whose KV is never computed) fill more
-   * whole blocks than the prefix cache served; with {@code cachedPromptTokens} unknown, none is
-   * taken as served. vLLM computes a prompt's last token again even when it is cached, so a
+   * whole blocks than the prefix cache served; with {@code cachedPromptTokens} unknown, the
+   * request is not counted (a long cached prefix with a short new suffix and output stores
+   * nothing, and could not be told from one that stores blocks). vLLM computes a prompt's last token again even when it is cached, so a
    * prompt of whole blocks that reports one block fewer cached is taken as wholly cached.
    *
    * <p>Once {@code silenceLimit}'s requests have been counted since the last message arrived (or
@@ -323,7 +324,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * @param promptTokens the prompt's tokens the engine processed
    * @param outputTokens the tokens it generated; 0 if not known
    * @param cachedPromptTokens of the prompt's tokens, those its prefix cache served, or -1 if
-   *     the engine does not report it
+   *     the engine does not report it (the request is then not counted)
    */
   public void requestCompleted(int promptTokens, int outputTokens, int cachedPromptTokens) {
     if (silenceRequests == 0
@@ -356,13 +357,13 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    */
   static boolean storesABlock(int blockSize, int promptTokens, int outputTokens,
       int cachedPromptTokens) {
-    if (promptTokens <= 0) {
+    if (promptTokens <= 0 || cachedPromptTokens < 0) {
       return false;
     }
     long computed = (long) promptTokens + Math.max(outputTokens, 1) - 1;
     long full = computed / blockSize;
-    long cachedBlocks = cachedPromptTokens < 0 ? 0 : cachedPromptTokens / blockSize;
-    if (cachedPromptTokens >= 0 && promptTokens % blockSize == 0
+    long cachedBlocks = cachedPromptTokens / blockSize;
+    if (promptTokens % blockSize == 0
         && cachedBlocks == promptTokens / blockSize - 1) {
       cachedBlocks++; // its last block computed again, as a cached prompt's always is
     }

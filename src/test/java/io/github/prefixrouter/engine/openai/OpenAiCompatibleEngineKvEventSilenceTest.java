@@ -1,6 +1,7 @@
 package io.github.prefixrouter.engine.openai;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
@@ -78,10 +79,20 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
     return new InferenceRequest("r" + i, prompt, new GenerationParams(4, 0.0, 1.0, 1L));
   }
 
+  /**
+   * Like vLLM with {@code --enable-prompt-tokens-details}: the server reports its cached tokens
+   * (none here), without which a request is not counted.
+   */
+  private static final FakeOpenAiServer.Answer NOTHING_CACHED = (prompt, maxTokens) ->
+      "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":"
+          + java.util.Collections.nCopies(maxTokens, prompt.length) + "}],\"usage\":"
+          + "{\"prompt_tokens\":" + prompt.length
+          + ",\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
+
   @Test
   void aSilentStreamIsMadeAgainAfterTheRequestsTheServerCompleted() throws Exception {
     try (HostilePeer vllm = publisher();
-        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
+        FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
       OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
           .baseUrl(server.baseUrl())
           .kvEvents(VllmKvEventSubscriber.builder()
@@ -128,9 +139,28 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
   /** A server that fails every request stores nothing: its failures are not counted. */
   @Test
   void failedRequestsAreNotCounted() throws Exception {
+    assertEquals(0, silenceReconnectsAfterFiveRequests(NOTHING_CACHED, true));
+  }
+
+  /**
+   * A server that does not report its cached tokens leaves the check off: a request on a long
+   * cached prefix may store no block, and could not be told from one that does.
+   */
+  @Test
+  void answersWithoutCachedTokensAreNotCounted() throws Exception {
+    assertEquals(0, silenceReconnectsAfterFiveRequests(FakeOpenAiServer.ECHO, false));
+    assertTrue(silenceReconnectsAfterFiveRequests(NOTHING_CACHED, false) >= 1,
+        "the same requests, the cached tokens reported, drop the silent stream");
+  }
+
+  /** Silence drops after five requests to a server answering {@code a}, or failing them all. */
+  private long silenceReconnectsAfterFiveRequests(FakeOpenAiServer.Answer a,
+      boolean failing) throws Exception {
     try (HostilePeer vllm = publisher();
-        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO)) {
-      server.fail(500, "{\"error\":\"down\"}");
+        FakeOpenAiServer server = FakeOpenAiServer.start(a)) {
+      if (failing) {
+        server.fail(500, "{\"error\":\"down\"}");
+      }
       OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
           .baseUrl(server.baseUrl())
           .kvEvents(VllmKvEventSubscriber.builder()
@@ -145,7 +175,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
         for (int i = 0; i < 5; i++) {
           engine.execute(request(i)).handle((r, e) -> null).get(20, TimeUnit.SECONDS);
         }
-        assertEquals(0, sub.stats().silenceReconnects(), sub.stats().toString());
+        return sub.stats().silenceReconnects();
       } finally {
         engine.close();
       }

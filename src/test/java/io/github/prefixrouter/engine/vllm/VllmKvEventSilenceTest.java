@@ -213,10 +213,12 @@ class VllmKvEventSilenceTest {
       s.requestCompleted(40, 8, 32); // 47 tokens computed: 2 blocks, both cached
       s.requestCompleted(32, 16, 16); // 47 tokens: 2 blocks, the prompt's, both cached
       s.requestCompleted(15, 1, -1); // 15 tokens, cached unknown
+      // cached unknown: a cached prefix with a short new part would store nothing
+      s.requestCompleted(2000, 1, -1);
     }
     assertEquals(0, s.stats().silenceReconnects(), s.stats().toString());
     for (int i = 0; i < 4; i++) {
-      s.requestCompleted(16, 0, -1); // a block computed, nothing known to be cached
+      s.requestCompleted(32, 0, 0); // two blocks computed, none cached
     }
     assertEquals(1, s.stats().silenceReconnects(), s.stats().toString());
     Await.until(() -> subscribed.get() == 2, "subscribed again");
