@@ -141,19 +141,57 @@ final class LocalDemand {
    * {@code e^x − 1}, at most {@code c × horizon / T}.
    */
   synchronized double expectedRequests(long key, long nowNanos) {
-    int i = slot(key);
-    if (!(used[i] && keys[i] == key)) {
-      i = (i + 1) & (SLOTS - 1);
-      if (!(used[i] && keys[i] == key)) {
-        return 0;
-      }
+    int i = find(key);
+    if (i < 0) {
+      return 0;
     }
     long tau = residencyNanos(nowNanos);
-    double past = Math.max(0, decay(counts[i], nowNanos - stamps[i], tau) - 1.0);
+    double past = past(i, nowNanos, tau);
     double perResidency = past / coverage(nowNanos - observingSince, tau);
     // the horizon multiplies what was seen, not what was extrapolated from a short start
     double perHorizon = past * ((double) PLANNING_HORIZON_NANOS / tau);
     return Math.min(Math.expm1(Math.min(perResidency, MAX_EXPONENT)), perHorizon);
+  }
+
+  /**
+   * Residencies a prefix for {@code key} cached now is expected to stay cached, counted over
+   * the same span as {@link #expectedRequests}: those requests take {@code E / λ} at the rate
+   * seen, {@code λ = x / T}, so {@code E / x} residencies (0 for a key never seen). While it
+   * stays, the prefix's tokens take cache space that other content would have used; see
+   * {@link RoutePlanner} for what that is taken to cost.
+   */
+  synchronized double residenciesHeld(long key, long nowNanos) {
+    double expected = expectedRequests(key, nowNanos);
+    return expected > 0 ? expected / perResidency(key, nowNanos) : 0;
+  }
+
+  /**
+   * {@code x ≈ λT} of {@link #expectedRequests}: the decayed count of past requests for
+   * {@code key} (the current one excluded), corrected for the time observed so far; 0 for a key
+   * never seen.
+   */
+  private double perResidency(long key, long nowNanos) {
+    int i = find(key);
+    if (i < 0) {
+      return 0;
+    }
+    long tau = residencyNanos(nowNanos);
+    return past(i, nowNanos, tau) / coverage(nowNanos - observingSince, tau);
+  }
+
+  /** The slot holding {@code key}, or -1. */
+  private int find(long key) {
+    int i = slot(key);
+    if (used[i] && keys[i] == key) {
+      return i;
+    }
+    i = (i + 1) & (SLOTS - 1);
+    return used[i] && keys[i] == key ? i : -1;
+  }
+
+  /** Slot {@code i}'s decayed count of past requests, the current one excluded. */
+  private double past(int i, long nowNanos, long tau) {
+    return Math.max(0, decay(counts[i], nowNanos - stamps[i], tau) - 1.0);
   }
 
   /**

@@ -63,9 +63,12 @@ import java.util.function.Supplier;
  *       request pays the round trip and the forwarding overhead, while running here "buys" the
  *       prefix once, for {@code cost(local) − cost(peer)} now. With {@code E} the later requests
  *       for this prefix the node expects before its cache would evict it ({@link LocalDemand}),
- *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer) + H},
+ *       it runs here when {@code (rtt(peer) + overhead) × E > cost(local) − cost(peer) + H + S},
  *       where {@code H} is what the miss costs the requests entering while it runs (each waits
- *       for the rest of it or pays the premium elsewhere, whichever is less). Only
+ *       for the rest of it or pays the premium elsewhere, whichever is less), plus {@code S},
+ *       the cache space the copy takes: {@code prefill × r × copied tokens × residencies held}
+ *       with {@code r} the reuses per residency of what the local cache evicts, measured on the
+ *       local tree's block events ({@link CacheSpace}; 0 until the cache evicts). Only
  *       the link counts as the lasting premium: queue differences come and go. Demand is counted
  *       per prompt head (its first {@link #HEAD_BLOCKS} blocks), so this applies only when the
  *       local node lacks part of that head: a peer's longer match deeper in the prompt (a
@@ -114,6 +117,8 @@ final class RoutePlanner {
   private final long overheadNanos;
   private final long marginMinNanos;
   private final LocalDemand demand;
+  /** What the local cache's space is worth, fed the local tree's block events. */
+  private final CacheSpace space;
   /** Chain hashes of recently seen prompt prefixes, or null when disabled. */
   private final PrefixHashCache prefixHashes;
   /**
@@ -183,6 +188,13 @@ final class RoutePlanner {
     this.overheadNanos = config.forwardOverhead().toNanos();
     this.marginMinNanos = config.forwardMarginMin().toNanos();
     this.demand = new LocalDemand(config.treeCapacityTokens());
+    this.space = new CacheSpace(config.treeCapacityTokens(), blockSize);
+    // the local-caching rule prices cache space by how often what the local tree evicts comes
+    // back: the tree's block events feed it
+    if (config.policy() == RoutingPolicy.COST_AWARE && config.localCaching()
+        && local instanceof TreeIndex t) {
+      t.tree().addListener(space);
+    }
     this.prefixHashes = prefixHashCache ? new PrefixHashCache(blockSize) : null;
   }
 
@@ -489,7 +501,15 @@ final class RoutePlanner {
           // a request entering during the miss waits for the rest of it over the running slots
           double buy = localCost - costCol[best]
               + localSlots * heldUp(miss / localSlots, premium, demand.arrivalsPerSecond(now));
-          if (premium * demand.expectedRequests(demandKey, now) > buy) {
+          // the copy of what the peer holds takes cache space while it stays, displacing
+          // content that would have been reused as often as what this cache evicts is
+          // (CacheSpace): a prefill per reuse, for each residency the copy is expected to stay
+          double rent = space.reusesPerResidency();
+          double held = rent > 0
+              ? prefill * rent * (effCol[best] - localMatch)
+                  * demand.residenciesHeld(demandKey, now)
+              : 0;
+          if (premium * demand.expectedRequests(demandKey, now) > buy + held) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
           }

@@ -9,6 +9,7 @@ import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.tree.BlockHasher;
+import io.github.prefixrouter.internal.tree.ConcurrentPrefixTree;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import java.time.Duration;
@@ -443,6 +444,53 @@ class RoutePlannerTest {
       assertEquals(rttMs == 2 ? Reason.PEER_CHEAPER : Reason.LOCAL_CACHING, d.reason(),
           rttMs + " ms: " + d);
     }
+  }
+
+  @Test
+  void aCopyIsChargedForTheCacheSpaceItTakesWhenWhatTheCacheEvictsComesBack() {
+    // 2 ms link, a fast engine (0.5 ms a token): the 480 tokens the peer holds cost 240 ms here
+    // and 2.2 ms there; requested every 30 s, an hour of requests spares 120 round trips,
+    // 264 ms, a little more than the miss. The local cache (1,024 tokens) keeps turning over
+    // 256-token prompts: where each evicted prompt is asked for again soon after, the copy
+    // would displace content worth a prefill per residency, for the six residencies it would
+    // stay, so it is not bought; where evicted prompts never come back, it is, as when the
+    // cache has evicted nothing.
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(MS / 2)
+        .treeCapacityTokens(1_024).build();
+    int[] t = tokens(5, 480);
+    Map<String, List<Reason>> reasons = new HashMap<>();
+    for (String churn : List.of("returns", "never returns", "none")) {
+      ConcurrentPrefixTree tree = ConcurrentPrefixTree.builder()
+          .mode(ConcurrentPrefixTree.Mode.SELF_MANAGED).blockSize(16).capacityTokens(1_024)
+          .build();
+      ScriptedView v = new ScriptedView().peer("holder", 2 * MS).holds("holder", t, 480);
+      AtomicLong now = new AtomicLong();
+      AtomicReference<EngineLoad> load = new AtomicReference<>(EngineLoad.IDLE);
+      RoutePlanner p = new RoutePlanner(cfg, "me", new TreeIndex(tree), new BlockChain(HASHER),
+          v, new CostModel(cfg.initialPrefillNanosPerToken()), new PeerHealth(), now::get,
+          load::get);
+      List<Reason> out = new ArrayList<>();
+      int fresh = 1_000;
+      for (int i = 0; i <= 120 && !out.contains(Reason.LOCAL_CACHING); i++) {
+        for (int k = 0; !churn.equals("none") && k < 8; k++) {
+          int prompt = fresh++;
+          tree.insert(tokens(prompt, 256)); // the cache holds four: evicts the oldest
+          if (churn.equals("returns")) {
+            tree.insert(tokens(prompt - 3, 256)); // evicted a moment ago, asked for again
+          }
+        }
+        now.set(i * 30_000 * MS);
+        v.syncedAt = now.get();
+        out.add(p.decide(t, 0, null, 0, new PeerSet[1]).reason());
+      }
+      reasons.put(churn, out);
+    }
+    assertTrue(reasons.get("returns").stream().allMatch(r -> r == Reason.PEER_CHEAPER),
+        "evictions come back: " + reasons.get("returns"));
+    assertTrue(reasons.get("never returns").contains(Reason.LOCAL_CACHING),
+        "evictions never come back: " + reasons.get("never returns"));
+    assertTrue(reasons.get("none").contains(Reason.LOCAL_CACHING),
+        "nothing evicted: " + reasons.get("none"));
   }
 
   @Test

@@ -1,0 +1,178 @@
+package io.github.prefixrouter.internal.route;
+
+import io.github.prefixrouter.internal.tree.BlockEventListener;
+import java.util.Arrays;
+
+/**
+ * What cache space is worth at this node: how often the content its cache evicts is asked for
+ * again soon after.
+ *
+ * <p>Design: a prefix copied here for local caching takes cache space for as long as it stays,
+ * and the content it displaces would have saved a prefill each time it was reused. That is
+ * measured on the local tree's own block events (both tree modes report them: a self-managed
+ * tree's LRU evictions, an engine-driven tree's engine events), as an ARC cache keeps "ghost"
+ * entries:
+ * <ul>
+ *   <li>Ghost record: the hashes of the most recently evicted blocks, at most {@link #ghostBlocks}
+ *       of them (the cache's capacity in blocks, so about one residency of evictions once the
+ *       cache is full, and never more than {@link #MAX_GHOST_BLOCKS}). It is two open-addressed
+ *       hash sets, the current one and the one before: a block evicted goes into the current
+ *       one; when that holds half the record, the older set is emptied and the two swap. So the
+ *       record holds between half and all of the {@link #ghostBlocks} last evicted blocks, in
+ *       fixed memory.
+ *   <li>Reuse: a block stored again while in the ghost record was evicted and asked for again
+ *       within about a residency: with {@code R} the tokens of such blocks and {@code V} the
+ *       tokens evicted, both decayed by volume (by {@code e^(-v / capacity)} per {@code v}
+ *       tokens evicted, so both count about the last residency's worth of evictions and keep
+ *       their value while nothing is evicted), {@code R / V} is the share of evicted content
+ *       asked for again within a residency: the reuses per residency of the content at the
+ *       cache's margin. 0 while the cache has never evicted.
+ *   <li>Price: a token held for one residency displaces a token that would have been reused
+ *       {@code R / V} times, each saving a prefill: {@code prefill × R / V} per token per
+ *       residency ({@link RoutePlanner} charges a copy for the tokens it copies and the
+ *       residencies it is expected to stay).
+ *   <li>A cleared tree (the engine's cache lost) is no eviction: nothing is recorded.
+ *   <li>Cost: the work is in the tree's event calls, a hash probe per block stored or evicted;
+ *       a decision reads the ratio only when it weighs a buy. Methods synchronize.
+ * </ul>
+ */
+final class CacheSpace implements BlockEventListener {
+
+  /** Largest ghost record, in blocks (two sets of as many slots: 1 MiB). */
+  static final int MAX_GHOST_BLOCKS = 1 << 16;
+
+  private final int ghostBlocks;
+  private final int generationBlocks;
+  private final double capacityBlocks;
+  /** Weight the finished generations keep when another finishes (one residency's decay). */
+  private final double keep;
+  private final int mask;
+  private long[] current;
+  private long[] previous;
+  // per generation: blocks held, the sum of the eviction counts they entered at, blocks found
+  private int currentSize;
+  private long currentEntered;
+  private long currentFound;
+  private int previousSize;
+  private long previousEntered;
+  private long previousFound;
+
+  /** Blocks evicted so far: the record's clock. */
+  private long evicted;
+  /** Blocks found again and exposure (blocks × evictions spent in the record), generations done. */
+  private double doneFound;
+  private double doneExposure;
+
+  /**
+   * @param capacityTokens the local cache's capacity in tokens
+   * @param blockSize tokens per block
+   */
+  CacheSpace(long capacityTokens, int blockSize) {
+    long blocks = Math.max(2, capacityTokens / Math.max(1, blockSize));
+    this.capacityBlocks = blocks;
+    this.ghostBlocks = (int) Math.min(MAX_GHOST_BLOCKS, blocks);
+    this.generationBlocks = Math.max(1, ghostBlocks / 2);
+    int slots = Integer.highestOneBit(generationBlocks * 2 - 1) << 1; // at most half full
+    this.current = new long[slots];
+    this.previous = new long[slots];
+    this.mask = slots - 1;
+    this.keep = Math.exp(-generationBlocks / capacityBlocks);
+  }
+
+  /** Blocks the ghost record remembers at most. */
+  int ghostBlocks() {
+    return ghostBlocks;
+  }
+
+  @Override
+  public synchronized void onEvicted(long[] blockHashes) {
+    for (long h : blockHashes) {
+      evicted++;
+      long k = h == 0 ? 1 : h; // 0 marks an empty slot
+      if (contains(current, k) || contains(previous, k)) {
+        continue;
+      }
+      if (currentSize >= generationBlocks) {
+        // the older generation leaves the record: what it saw is final
+        doneFound = doneFound * keep + previousFound;
+        doneExposure = doneExposure * keep + exposure(previousSize, previousEntered);
+        long[] t = previous;
+        Arrays.fill(t, 0);
+        previous = current;
+        previousSize = currentSize;
+        previousEntered = currentEntered;
+        previousFound = currentFound;
+        current = t;
+        currentSize = 0;
+        currentEntered = 0;
+        currentFound = 0;
+      }
+      add(current, k);
+      currentSize++;
+      currentEntered += evicted;
+    }
+  }
+
+  @Override
+  public synchronized void onStored(long[] blockHashes) {
+    if (evicted == 0) {
+      return; // nothing evicted yet: nothing to find
+    }
+    for (long h : blockHashes) {
+      long k = h == 0 ? 1 : h;
+      if (contains(current, k)) {
+        currentFound++;
+      } else if (contains(previous, k)) {
+        previousFound++;
+      }
+    }
+  }
+
+  /**
+   * Reuses per residency of the content this node's cache evicts: the rate at which blocks in
+   * the ghost record are stored again, per block and per block evicted since it entered, times
+   * the cache's capacity in blocks (a residency's worth of evictions once the cache is full);
+   * 0 before any eviction, at most 1.
+   */
+  synchronized double reusesPerResidency() {
+    double exposure = doneExposure + exposure(currentSize, currentEntered)
+        + exposure(previousSize, previousEntered);
+    if (!(exposure > 0)) {
+      return 0;
+    }
+    double found = doneFound + currentFound + previousFound;
+    return Math.min(1.0, found / exposure * capacityBlocks);
+  }
+
+  /** Blocks × evictions spent in the record by a generation of {@code size} blocks. */
+  private double exposure(int size, long entered) {
+    return (double) size * evicted - entered;
+  }
+
+  private boolean contains(long[] table, long k) {
+    int i = slot(k);
+    while (true) {
+      long e = table[i];
+      if (e == k) {
+        return true;
+      }
+      if (e == 0) {
+        return false;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
+  private void add(long[] table, long k) {
+    int i = slot(k);
+    while (table[i] != 0) {
+      i = (i + 1) & mask;
+    }
+    table[i] = k;
+  }
+
+  private int slot(long k) {
+    long h = k * 0x9E3779B97F4A7C15L;
+    return (int) (h >>> 40) & mask;
+  }
+}

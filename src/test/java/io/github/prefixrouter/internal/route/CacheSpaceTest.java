@@ -1,0 +1,85 @@
+package io.github.prefixrouter.internal.route;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+class CacheSpaceTest {
+
+  /** A cache of 64 blocks of 16 tokens: a record of 64 blocks, two generations of 32. */
+  private static CacheSpace space() {
+    return new CacheSpace(1_024, 16);
+  }
+
+  @Test
+  void aCacheThatHasEvictedNothingPricesNothing() {
+    CacheSpace s = space();
+    for (long h = 1; h <= 500; h++) {
+      s.onStored(new long[] {h});
+    }
+    assertEquals(0, s.reusesPerResidency());
+  }
+
+  @Test
+  void evictedContentThatNeverComesBackIsFree() {
+    CacheSpace s = space();
+    for (long h = 1; h <= 1_000; h++) {
+      s.onStored(new long[] {h});
+      s.onEvicted(new long[] {h});
+    }
+    assertEquals(0, s.reusesPerResidency());
+  }
+
+  @Test
+  void theShareOfEvictedBlocksAskedForAgainIsTheReusesPerResidency() {
+    // one block evicted at a time; every fourth comes back 16 evictions later, inside the
+    // record. A block stays in it for 32 to 64 evictions, 48 on average, so a quarter of a
+    // reuse per 48 evictions is a third of a reuse per residency (64 evictions)
+    CacheSpace s = space();
+    for (long h = 1; h <= 20_000; h++) {
+      s.onEvicted(new long[] {h});
+      if (h > 16 && (h - 16) % 4 == 0) {
+        s.onStored(new long[] {h - 16});
+      }
+    }
+    assertEquals(1.0 / 3, s.reusesPerResidency(), 0.02);
+  }
+
+  @Test
+  void moreEvictedContentComingBackPricesSpaceHigherUpToOneReuse() {
+    double last = 0;
+    for (int every : new int[] {16, 8, 4, 2, 1}) {
+      CacheSpace s = space();
+      for (long h = 1; h <= 5_000; h++) {
+        s.onEvicted(new long[] {h});
+        if (h > 8 && (h - 8) % every == 0) {
+          s.onStored(new long[] {h - 8});
+        }
+      }
+      double r = s.reusesPerResidency();
+      assertTrue(r > last && r <= 1.0, "every " + every + ": " + r + " after " + last);
+      last = r;
+    }
+    assertEquals(1.0, last);
+  }
+
+  @Test
+  void contentEvictedLongerAgoThanTheRecordHoldsIsNotFound() {
+    // each block comes back 100 evictions after it left: the record holds at most 64
+    CacheSpace s = space();
+    for (long h = 1; h <= 5_000; h++) {
+      s.onEvicted(new long[] {h});
+      if (h > 100) {
+        s.onStored(new long[] {h - 100});
+      }
+    }
+    assertEquals(0, s.reusesPerResidency());
+  }
+
+  @Test
+  void theRecordIsBoundedWhateverTheCapacity() {
+    assertEquals(64, space().ghostBlocks());
+    assertEquals(CacheSpace.MAX_GHOST_BLOCKS, new CacheSpace(Long.MAX_VALUE, 16).ghostBlocks());
+  }
+}
