@@ -41,6 +41,14 @@ final class CacheSpace implements BlockEventListener {
   /** Largest ghost record, in blocks (two sets of as many slots: 1 MiB). */
   static final int MAX_GHOST_BLOCKS = 1 << 16;
 
+  /**
+   * Slots a look-up or insertion probes at most. Block hashes follow a fixed algorithm, so
+   * prompts can be chosen whose blocks share a slot; unbounded probing would walk their whole
+   * cluster at every event. A block that finds no free slot within the bound is not recorded
+   * (at half load, honest hashes almost never need more than a few probes).
+   */
+  static final int MAX_PROBES = 16;
+
   private final int ghostBlocks;
   private final int generationBlocks;
   private final double capacityBlocks;
@@ -59,6 +67,8 @@ final class CacheSpace implements BlockEventListener {
 
   /** Blocks evicted so far: the record's clock. */
   private long evicted;
+  /** Slots probed so far (tests). */
+  private long probes;
   /** Blocks found again and exposure (blocks × evictions spent in the record), generations done. */
   private double doneFound;
   private double doneExposure;
@@ -107,7 +117,9 @@ final class CacheSpace implements BlockEventListener {
         currentEntered = 0;
         currentFound = 0;
       }
-      add(current, k);
+      if (!add(current, k)) {
+        continue; // its slots are taken: not recorded (MAX_PROBES)
+      }
       currentSize++;
       currentEntered += evicted;
     }
@@ -149,9 +161,15 @@ final class CacheSpace implements BlockEventListener {
     return (double) size * evicted - entered;
   }
 
+  /** Slots probed since this record was made (tests). */
+  synchronized long probes() {
+    return probes;
+  }
+
   private boolean contains(long[] table, long k) {
     int i = slot(k);
-    while (true) {
+    for (int n = 0; n < MAX_PROBES; n++) {
+      probes++;
       long e = table[i];
       if (e == k) {
         return true;
@@ -161,14 +179,21 @@ final class CacheSpace implements BlockEventListener {
       }
       i = (i + 1) & mask;
     }
+    return false;
   }
 
-  private void add(long[] table, long k) {
+  /** Adds {@code k}, unless its {@link #MAX_PROBES} slots are taken: whether it was added. */
+  private boolean add(long[] table, long k) {
     int i = slot(k);
-    while (table[i] != 0) {
+    for (int n = 0; n < MAX_PROBES; n++) {
+      probes++;
+      if (table[i] == 0) {
+        table[i] = k;
+        return true;
+      }
       i = (i + 1) & mask;
     }
-    table[i] = k;
+    return false;
   }
 
   private int slot(long k) {

@@ -82,4 +82,31 @@ class CacheSpaceTest {
     assertEquals(64, space().ghostBlocks());
     assertEquals(CacheSpace.MAX_GHOST_BLOCKS, new CacheSpace(Long.MAX_VALUE, 16).ghostBlocks());
   }
+
+  /**
+   * Block hashes follow a fixed, documented algorithm, so a client can choose prompts whose
+   * blocks land in one slot of the record's tables. Linear probing without a bound would then
+   * walk the whole cluster at every store and eviction (about 2 × 10^9 probes for a record of
+   * 65,536 blocks); each look-up stops after {@link CacheSpace#MAX_PROBES} slots.
+   */
+  @Test
+  void blocksCraftedToCollideCostABoundedNumberOfProbesEach() {
+    CacheSpace s = new CacheSpace(1L << 20, 16); // a record of 65,536 blocks
+    long inverse = 1; // of the slot function's odd multiplier, modulo 2^64 (Newton's method)
+    for (int i = 0; i < 6; i++) {
+      inverse *= 2 - 0x9E3779B97F4A7C15L * inverse;
+    }
+    int n = 20_000;
+    long[] colliding = new long[n];
+    for (int i = 0; i < n; i++) {
+      colliding[i] = (i + 1) * inverse; // times the multiplier: below 2^40, so all in slot 0
+    }
+    for (long h : colliding) {
+      s.onEvicted(new long[] {h});
+      s.onStored(new long[] {h});
+    }
+    long perOperation = s.probes() / (2L * n);
+    assertTrue(perOperation <= 2 * CacheSpace.MAX_PROBES,
+        perOperation + " probes per store or eviction of colliding blocks");
+  }
 }
