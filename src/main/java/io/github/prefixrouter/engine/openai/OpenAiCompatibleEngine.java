@@ -401,8 +401,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       if (e != null) {
         answer.completeExceptionally(e);
       } else {
-        requestCompleted(r);
-        answer.complete(r);
+        try {
+          requestCompleted(r);
+        } finally {
+          answer.complete(r);
+        }
       }
     });
     // a caller that completes its future itself (cancels it, say) ends the request
@@ -1335,6 +1338,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       s.requestCompleted(r.promptTokens(), r.outputTokens().length, r.cachedPromptTokens());
     } catch (RuntimeException e) {
       log.debug("the KV-event subscriber failed on a completed request", e);
+    } catch (Error e) {
+      log.warn("the KV-event subscriber failed on a completed request; the answer is delivered",
+          e);
     }
   }
 

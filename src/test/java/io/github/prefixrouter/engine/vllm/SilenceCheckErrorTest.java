@@ -1,0 +1,79 @@
+package io.github.prefixrouter.engine.vllm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
+import io.github.prefixrouter.internal.zmq.HostilePeer;
+import io.github.prefixrouter.internal.zmq.ZmtpBytes;
+import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.Await;
+import java.io.DataInputStream;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The engine adapter tells the KV-event subscriber of each request the server answered
+ * ({@link VllmKvEventSubscriber#requestCompleted}) before it hands the answer on: whatever that
+ * call throws, an {@link Error} included, the caller still gets the answer.
+ */
+class SilenceCheckErrorTest {
+
+  /** Like vLLM with {@code --enable-prompt-tokens-details}: counted by the silence check. */
+  private static final FakeOpenAiServer.Answer NOTHING_CACHED = (prompt, maxTokens) ->
+      "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":"
+          + java.util.Collections.nCopies(maxTokens, prompt.length) + "}],\"usage\":"
+          + "{\"prompt_tokens\":" + prompt.length
+          + ",\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
+
+  @Test
+  void anErrorInTheSilenceCheckStillDeliversTheAnswer() throws Exception {
+    AtomicBoolean broken = new AtomicBoolean();
+    try (HostilePeer vllm = new HostilePeer((sock, in, out) -> {
+          HostilePeer.readClientHandshake(in);
+          out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
+          out.flush();
+          HostilePeer.readFrame(new DataInputStream(in)); // the subscription; then silence
+          while (!sock.isClosed()) {
+            Thread.sleep(20);
+          }
+        });
+        FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
+      VllmKvEventSubscriber.Builder events = VllmKvEventSubscriber.builder()
+          .endpoint("tcp://127.0.0.1:" + vllm.port())
+          .blockSize(16)
+          .silenceLimit(1, Duration.ZERO)
+          .clock(() -> {
+            if (broken.get()) {
+              throw new StackOverflowError("the silence check's clock");
+            }
+            return System.nanoTime();
+          });
+      OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+          .baseUrl(server.baseUrl())
+          .kvEvents(events)
+          .build();
+      try {
+        engine.setCacheEventListener(new CacheEventListener() {});
+        VllmKvEventSubscriber sub = engine.kvEventSubscriber();
+        Await.until(() -> sub.stats().connects() == 1, "connected");
+        broken.set(true);
+        int[] prompt = new int[40];
+        Arrays.fill(prompt, 7);
+        EngineResult r = engine.execute(
+                new InferenceRequest("r", prompt, new GenerationParams(4, 0.0, 1.0, 1L)))
+            .get(20, TimeUnit.SECONDS);
+        assertEquals(40, r.promptTokens(), "the server's answer");
+        assertEquals(0, engine.load().total(), "the request has ended");
+      } finally {
+        engine.close();
+      }
+    }
+  }
+}
