@@ -30,25 +30,56 @@ class ReplicaAheadOfOriginTest {
     return GossipConfig.builder().interval(Duration.ofMillis(100));
   }
 
-  @Test
-  void deltasAnOriginNeverMadeAreUndoneEverywhere() {
-    SimCluster c = SimCluster.of(4, 11, config().build());
+  // the cluster of the tests that start settled, set by settle()
+  private SimCluster c;
+  private GossipEngine liar;
+  private GossipEngine origin;
+  private GossipEngine victim;
+  private String id;
+
+  /**
+   * A cluster of {@code nodes} (2 ms a hop) in which node 1, the origin, stored three blocks
+   * and every replica has them: node 0 then plays a third party misleading node 2, the victim.
+   */
+  private void settle(int nodes, GossipConfig config) {
+    c = SimCluster.of(nodes, 11, config);
     c.delayNanos = 2_000_000;
-    GossipEngine origin = c.nodes.get(1);
-    GossipEngine victim = c.nodes.get(2);
-    GossipEngine liar = c.nodes.get(0);
+    liar = c.nodes.get(0);
+    origin = c.nodes.get(1);
+    victim = c.nodes.get(2);
+    id = origin.self().nodeId();
     origin.localSummary().onStored(new long[] {11, 12, 13});
     c.runFor(Duration.ofSeconds(1).toNanos());
     assertTrue(c.converged(), c.firstDivergence());
-    String id = origin.self().nodeId();
-    long[] at = victim.replicaVersion(id);
-    // the liar continues the victim's replica with five deltas the origin never made
+  }
+
+  /**
+   * The liar's update continuing the victim's replica, at version {@code at}, with {@code n}
+   * deltas the origin never made, each storing a block of its own.
+   */
+  private Ack2 inventedDeltas(long[] at, int n) {
     List<Delta> invented = new ArrayList<>();
-    for (int i = 1; i <= 5; i++) {
+    for (int i = 1; i <= n; i++) {
       invented.add(new Delta(at[1] + i, Delta.STORE, new long[] {900 + i}));
     }
-    victim.handle(liar.self(), new Ack2(1, List.of(new Update(
-        new DigestEntry(id, at[0], at[1] + 5, 1, 0, 0, false), null, at[1], invented))));
+    return new Ack2(1, List.of(new Update(
+        new DigestEntry(id, at[0], at[1] + n, 1, 0, 0, false), null, at[1], invented)));
+  }
+
+  /** Runs 2 s; then every replica is the origin's, or the failure says what the origin counted. */
+  private void assertConvergedAfter2s() {
+    c.runFor(Duration.ofSeconds(2).toNanos());
+    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
+        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
+        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+  }
+
+  @Test
+  void deltasAnOriginNeverMadeAreUndoneEverywhere() {
+    settle(4, config().build());
+    long[] at = victim.replicaVersion(id);
+    // the liar continues the victim's replica with five deltas the origin never made
+    victim.handle(liar.self(), inventedDeltas(at, 5));
     assertEquals(at[1] + 5, victim.replicaVersion(id)[1]);
     assertEquals(8, victim.replicaOf(id).length);
     // the origin is idle; the invented deltas spread, and the origin refutes them
@@ -75,27 +106,11 @@ class ReplicaAheadOfOriginTest {
    */
   @Test
   void deltasExactlyTheJumpAheadAreUndone() {
-    SimCluster c = SimCluster.of(4, 11, config().maxSequenceJump(8).build());
-    c.delayNanos = 2_000_000;
-    GossipEngine origin = c.nodes.get(1);
-    GossipEngine victim = c.nodes.get(2);
-    GossipEngine liar = c.nodes.get(0);
-    origin.localSummary().onStored(new long[] {11, 12, 13});
-    c.runFor(Duration.ofSeconds(1).toNanos());
-    assertTrue(c.converged(), c.firstDivergence());
-    String id = origin.self().nodeId();
+    settle(4, config().maxSequenceJump(8).build());
     long[] at = victim.replicaVersion(id);
-    List<Delta> invented = new ArrayList<>();
-    for (int i = 1; i <= 8; i++) {
-      invented.add(new Delta(at[1] + i, Delta.STORE, new long[] {900 + i}));
-    }
-    victim.handle(liar.self(), new Ack2(1, List.of(new Update(
-        new DigestEntry(id, at[0], at[1] + 8, 1, 0, 0, false), null, at[1], invented))));
+    victim.handle(liar.self(), inventedDeltas(at, 8));
     assertEquals(at[1] + 8, victim.replicaVersion(id)[1], "the victim took the claim");
-    c.runFor(Duration.ofSeconds(2).toNanos()); // the origin is idle
-    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
-        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
-        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertConvergedAfter2s(); // the origin is idle
     assertEquals(1, origin.counter(GossipCounter.VERSIONS_REFUTED));
     assertEquals(3, victim.replicaOf(id).length);
   }
@@ -103,24 +118,13 @@ class ReplicaAheadOfOriginTest {
   /** The same at the default jump, 2^32: one forged snapshot chunk exactly that far ahead. */
   @Test
   void aSnapshotExactlyTheDefaultJumpAheadIsUndone() {
-    SimCluster c = SimCluster.of(3, 11, config().build());
-    c.delayNanos = 2_000_000;
-    GossipEngine liar = c.nodes.get(0);
-    GossipEngine origin = c.nodes.get(1);
-    GossipEngine victim = c.nodes.get(2);
-    origin.localSummary().onStored(new long[] {11, 12, 13});
-    c.runFor(Duration.ofSeconds(1).toNanos());
-    assertTrue(c.converged(), c.firstDivergence());
-    String id = origin.self().nodeId();
+    settle(3, config().build());
     long[] at = victim.replicaVersion(id);
     long claim = at[1] + (1L << 32);
     victim.handle(liar.self(), new SnapshotChunk(id, at[0], claim, 1, 0, 1,
         new long[] {1}, new long[] {777}));
     assertEquals(claim, victim.replicaVersion(id)[1], "the victim took the claim");
-    c.runFor(Duration.ofSeconds(2).toNanos()); // the origin is idle
-    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
-        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
-        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertConvergedAfter2s(); // the origin is idle
     assertEquals(3, victim.replicaOf(id).length);
   }
 
@@ -134,15 +138,7 @@ class ReplicaAheadOfOriginTest {
    */
   @Test
   void claimsChainedPastTheOriginsReachAreUndoneByItsOwnWord() {
-    SimCluster c = SimCluster.of(3, 11, config().maxSequenceJump(8).build());
-    c.delayNanos = 2_000_000;
-    GossipEngine liar = c.nodes.get(0);
-    GossipEngine origin = c.nodes.get(1);
-    GossipEngine victim = c.nodes.get(2);
-    origin.localSummary().onStored(new long[] {11, 12, 13});
-    c.runFor(Duration.ofSeconds(1).toNanos());
-    assertTrue(c.converged(), c.firstDivergence());
-    String id = origin.self().nodeId();
+    settle(3, config().maxSequenceJump(8).build());
     long[] at = victim.replicaVersion(id);
     victim.handle(liar.self(), new SnapshotChunk(id, at[0], at[1] + 7, 1, 0, 1,
         new long[] {1}, new long[] {777}));
@@ -150,10 +146,7 @@ class ReplicaAheadOfOriginTest {
         new long[] {1}, new long[] {778}));
     assertEquals(at[1] + 14, victim.replicaVersion(id)[1], "the victim took both claims");
     origin.localSummary().onStored(new long[] {14, 15});
-    c.runFor(Duration.ofSeconds(2).toNanos());
-    assertTrue(c.converged(), () -> "after 2 s: " + c.firstDivergence()
-        + "; origin VERSIONS_REFUTED=" + origin.counter(GossipCounter.VERSIONS_REFUTED)
-        + " REJECTED=" + origin.counter(GossipCounter.REJECTED));
+    assertConvergedAfter2s();
     assertEquals(5, victim.replicaOf(id).length);
     assertEquals(1, victim.counter(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED));
     assertEquals(0, origin.counter(GossipCounter.VERSIONS_REFUTED), "nothing to refute");
@@ -171,15 +164,7 @@ class ReplicaAheadOfOriginTest {
    */
   @Test
   void theOriginsWordRestartsOnlyAReplicaBeyondItsReach() {
-    SimCluster c = SimCluster.of(3, 11, config().maxSequenceJump(8).build());
-    c.delayNanos = 2_000_000;
-    GossipEngine liar = c.nodes.get(0);
-    GossipEngine origin = c.nodes.get(1);
-    GossipEngine victim = c.nodes.get(2);
-    String id = origin.self().nodeId();
-    origin.localSummary().onStored(new long[] {11, 12, 13});
-    c.runFor(Duration.ofSeconds(1).toNanos());
-    assertTrue(c.converged(), c.firstDivergence());
+    settle(3, config().maxSequenceJump(8).build());
     // a SYN of the origin to the victim, held back in flight while the origin changes three
     // times and the victim learns the changes
     List<Syn> held = new ArrayList<>();
