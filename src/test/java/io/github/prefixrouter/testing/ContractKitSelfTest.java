@@ -195,6 +195,18 @@ class ContractKitSelfTest {
     }
   }
 
+  /** Reports every request outstanding as running, none as waiting for a slot. */
+  static class QueuelessLoadWrapper extends EngineWrapper {
+    QueuelessLoadWrapper(SimulatedEngine e) {
+      super(e);
+    }
+
+    @Override
+    public io.github.prefixrouter.spi.EngineLoad load() {
+      return new io.github.prefixrouter.spi.EngineLoad(0, e.load().total());
+    }
+  }
+
   /**
    * Streams a simulated engine's output: when the engine answers, it gives the listener the
    * output one token a piece (the text with the last), then completes its own future; a
@@ -1036,12 +1048,7 @@ class ContractKitSelfTest {
     // never pushes back, since its refusal of forwarded work and its gossip's overload flag
     // look at the queue alone. It passed every check of the kit
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
-        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
-          @Override
-          public io.github.prefixrouter.spi.EngineLoad load() {
-            return new io.github.prefixrouter.spi.EngineLoad(0, e.load().total());
-          }
-        }));
+        () -> new EngineKit((e, n) -> new QueuelessLoadWrapper(e)));
     assertEquals(Set.of("loadReportsTheRequestsWaitingForASlotAsQueued"), failed);
   }
 
@@ -1065,12 +1072,7 @@ class ContractKitSelfTest {
     // an engine that hands every request on at once (an HTTP adapter with no limit of its own)
     // has no queue to report: its test declares so, and the queue check is skipped
     Set<String> failed = failingTests(InferenceEngineContractTest.class,
-        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
-          @Override
-          public io.github.prefixrouter.spi.EngineLoad load() {
-            return new io.github.prefixrouter.spi.EngineLoad(0, e.load().total());
-          }
-        }) {
+        () -> new EngineKit((e, n) -> new QueuelessLoadWrapper(e)) {
           @Override
           protected boolean reportsQueuedRequests() {
             return false;
@@ -1297,6 +1299,23 @@ class ContractKitSelfTest {
     @Override
     Transport wrap(Transport transport) {
       return wrap.apply(transport);
+    }
+  }
+
+  /** Drops every one-way message above {@code carried} bytes; requests it passes on. */
+  static class OneWayCappedTransport extends ForwardingTransport {
+    final int carried;
+
+    OneWayCappedTransport(Transport t, int carried) {
+      super(t);
+      this.carried = carried;
+    }
+
+    @Override
+    public void send(PeerAddress to, byte[] payload) {
+      if (payload.length <= carried) {
+        delegate.send(to, payload);
+      }
     }
   }
 
@@ -1650,14 +1669,7 @@ class ContractKitSelfTest {
   void aTransportThatCarriesNoMessageAboveADatagramIsCaught() {
     // one datagram a message, without fragmentation: a message above 1,400 bytes is dropped
     Set<String> failed = failingTests(TransportContractTest.class,
-        () -> new TransportKit(t -> new ForwardingTransport(t) {
-          @Override
-          public void send(PeerAddress to, byte[] payload) {
-            if (payload.length <= 1_400) {
-              t.send(to, payload);
-            }
-          }
-        }));
+        () -> new TransportKit(t -> new OneWayCappedTransport(t, 1_400)));
     assertEquals(Set.of("aOneWayMessageAsLargeAsTheNodesGossipArrivesIntact"), failed);
   }
 
@@ -1667,14 +1679,7 @@ class ContractKitSelfTest {
     // on it; the kit sent only 64 KiB one way, and such a transport passed, its nodes then
     // losing every larger gossip message without a word
     Set<String> failed = failingTests(TransportContractTest.class,
-        () -> new TransportKit(t -> new ForwardingTransport(t) {
-          @Override
-          public void send(PeerAddress to, byte[] payload) {
-            if (payload.length <= 65_536) {
-              t.send(to, payload);
-            }
-          }
-
+        () -> new TransportKit(t -> new OneWayCappedTransport(t, 65_536) {
           @Override
           public int maxMessageBytes() {
             return Integer.MAX_VALUE;
@@ -1688,14 +1693,7 @@ class ContractKitSelfTest {
     // 4 MiB declared, as the HTTP transport's default: a node may run gossipMessageBytes of
     // 4 MiB on it, so one-way messages of that size must arrive too, not only requests
     Set<String> failed = failingTests(TransportContractTest.class,
-        () -> new TransportKit(t -> new ForwardingTransport(t) {
-          @Override
-          public void send(PeerAddress to, byte[] payload) {
-            if (payload.length <= 65_536) {
-              t.send(to, payload);
-            }
-          }
-
+        () -> new TransportKit(t -> new OneWayCappedTransport(t, 65_536) {
           @Override
           public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
             return p.length > 4 << 20
