@@ -15,17 +15,12 @@ import io.github.prefixrouter.RouteDecision.SkipReason;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.spi.EngineLoad;
-import io.github.prefixrouter.spi.PeerAddress;
-import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.ForwardingEngine;
-import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import io.github.prefixrouter.testing.SimulatedScheduler;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
@@ -62,45 +57,21 @@ class EngineLoadFailureTest {
     }
   }
 
-  /** One node, "s", serving FORWARDs handed to its transport's inbound handler. */
+  /**
+   * One node, "s", serving FORWARDs from "o" (its {@link ServingHarness}) on an engine that runs
+   * one request at a time, its load() broken as the test says through {@link #wrapped}.
+   */
   private static final class Serving {
-    final SimulatedScheduler sim = new SimulatedScheduler();
-    final SimulatedEngine engine = OracleCluster.engineDefaults(sim).slots(1).build();
-    final BrokenLoad wrapped = new BrokenLoad(engine);
-    final RouterNode node;
-    private Transport.InboundHandler handler;
-
-    Serving() {
-      Transport t = new Transport() {
-        @Override
-        public void start(InboundHandler h) {
-          handler = h;
-        }
-
-        @Override
-        public PeerAddress localAddress() {
-          return InMemoryNetwork.addressOf("s");
-        }
-
-        @Override
-        public void send(PeerAddress to, byte[] payload) {}
-
-        @Override
-        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration d) {
-          return CompletableFuture.failedFuture(new AssertionError("the serving node forwarded"));
-        }
-
-        @Override
-        public void close() {}
-      };
-      node = new RouterNode("s", RouterConfig.builder().watermarks(0, HIGH).build(), t, wrapped,
-          sim, sim, new SplittableRandom(1), List.of(), new RouterNode.Components(
-              RequestLifecycleTest.NO_CACHE, (x, l, o) -> 0, PeerView.NONE));
-      node.start();
-    }
+    BrokenLoad wrapped;
+    final ServingHarness harness = new ServingHarness(
+        RouterConfig.builder().watermarks(0, HIGH).build(), b -> b.slots(1),
+        e -> wrapped = new BrokenLoad(e));
+    final SimulatedScheduler sim = harness.sim;
+    final SimulatedEngine engine = harness.engine;
+    final RouterNode node = harness.node;
 
     CompletableFuture<byte[]> forward(InferenceRequest r) {
-      return handler.onRequest(InMemoryNetwork.addressOf("o"), ForwardCodec.forward(r, "o", 1));
+      return harness.forward("o", r);
     }
   }
 

@@ -4,6 +4,7 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.ForwardingEngine;
@@ -15,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 import java.util.function.UnaryOperator;
 
 /**
@@ -36,8 +38,17 @@ final class ServingHarness {
   private long step;
 
   ServingHarness(RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak) {
+    this(config, tweak, e -> e);
+  }
+
+  /**
+   * The same, the node's engine being {@code wrap} of the simulated one (a test's engine that
+   * misbehaves on purpose); the calls are recorded on their way to it.
+   */
+  ServingHarness(RouterConfig config, UnaryOperator<SimulatedEngine.Builder> tweak,
+      Function<SimulatedEngine, InferenceEngine> wrap) {
     engine = tweak.apply(OracleCluster.engineDefaults(sim)).build();
-    ForwardingEngine recording = new ForwardingEngine(engine) {
+    ForwardingEngine recording = new ForwardingEngine(wrap.apply(engine)) {
       @Override
       public CompletableFuture<EngineResult> execute(InferenceRequest r) {
         calls.add(new Call(++step, sim.nanoTime(), true, r.id(), r));
