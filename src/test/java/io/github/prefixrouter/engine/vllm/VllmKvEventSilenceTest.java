@@ -93,9 +93,9 @@ class VllmKvEventSilenceTest {
     return p;
   }
 
-  private VllmKvEventSubscriber start(HostilePeer p, int requests, Duration after) {
+  private VllmKvEventSubscriber start(String endpoint, int requests, Duration after) {
     VllmKvEventSubscriber s = VllmKvEventSubscriber.builder()
-        .endpoint("tcp://127.0.0.1:" + p.port())
+        .endpoint(endpoint)
         .sink(sink)
         .blockSize(BLOCK)
         .threadFactory(factory)
@@ -105,6 +105,16 @@ class VllmKvEventSilenceTest {
         .build();
     toClose.add(s);
     s.start();
+    return s;
+  }
+
+  /**
+   * A subscriber checking for silence after {@code requests} requests and {@link #AFTER}, on a
+   * publisher of its own, once message 0 on its first connection reached the sink.
+   */
+  private VllmKvEventSubscriber connected(int requests) throws Exception {
+    VllmKvEventSubscriber s = start("tcp://127.0.0.1:" + publisher().port(), requests, AFTER);
+    deliver(1, 0);
     return s;
   }
 
@@ -121,9 +131,7 @@ class VllmKvEventSilenceTest {
 
   @Test
   void aConnectionSilentWhileTheEngineServesIsDroppedAndMadeAgain() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(4);
     deliver(1, 1);
     // the connection goes silent; the engine serves on
     now.addAndGet(AFTER.toNanos());
@@ -146,9 +154,7 @@ class VllmKvEventSilenceTest {
 
   @Test
   void theMinimumTimeMustHavePassedToo() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(4);
     now.addAndGet(AFTER.toNanos() - 1);
     for (int i = 0; i < 20; i++) {
       storingRequest(s);
@@ -162,9 +168,7 @@ class VllmKvEventSilenceTest {
 
   @Test
   void aMessageStartsTheCountAndTheTimeAfresh() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(4);
     now.addAndGet(AFTER.toNanos());
     for (int i = 0; i < 3; i++) {
       storingRequest(s);
@@ -185,9 +189,7 @@ class VllmKvEventSilenceTest {
 
   @Test
   void aQuietEngineCausesNoReconnect() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(4);
     now.addAndGet(TimeUnit.DAYS.toNanos(1));
     // a day with no request completed: vLLM publishes nothing while idle, rightly
     Thread.sleep(200);
@@ -204,9 +206,7 @@ class VllmKvEventSilenceTest {
    */
   @Test
   void requestsThatStoreNoBlockAreNotCounted() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 4, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(4);
     now.addAndGet(AFTER.toNanos());
     for (int i = 0; i < 10; i++) {
       s.requestCompleted(10, 6, 0); // 15 tokens computed (not the last one): no full block
@@ -240,9 +240,7 @@ class VllmKvEventSilenceTest {
 
   @Test
   void zeroRequestsTurnsTheCheckOff() throws Exception {
-    HostilePeer vllm = publisher();
-    VllmKvEventSubscriber s = start(vllm, 0, AFTER);
-    deliver(1, 0);
+    VllmKvEventSubscriber s = connected(0);
     now.addAndGet(TimeUnit.DAYS.toNanos(1));
     for (int i = 0; i < 1000; i++) {
       storingRequest(s);
@@ -254,13 +252,7 @@ class VllmKvEventSilenceTest {
   @Test
   void requestsWhileNotConnectedAreNotCounted() throws Exception {
     // nothing listens on port 1: every attempt is refused
-    VllmKvEventSubscriber s = VllmKvEventSubscriber.builder()
-        .endpoint("tcp://127.0.0.1:1")
-        .sink(sink).blockSize(BLOCK).threadFactory(factory)
-        .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
-        .silenceLimit(1, Duration.ZERO).clock(now::get).build();
-    toClose.add(s);
-    s.start();
+    VllmKvEventSubscriber s = start("tcp://127.0.0.1:1", 1, Duration.ZERO);
     for (int i = 0; i < 10; i++) {
       storingRequest(s);
     }
