@@ -3,7 +3,6 @@ package io.github.prefixrouter.engine.vllm;
 import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.payload;
 import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.seq;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.github.prefixrouter.internal.zmq.HostilePeer;
@@ -16,9 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -40,13 +37,7 @@ class VllmKvEventSilenceTest {
 
   private final RecordingSink sink = new RecordingSink();
   private final AtomicLong now = new AtomicLong(1_000_000_000L);
-  private final List<Thread> threads = new CopyOnWriteArrayList<>();
-  private final ThreadFactory factory = r -> {
-    Thread t = new Thread(r, "kv-events-under-test");
-    t.setDaemon(true);
-    threads.add(t);
-    return t;
-  };
+  private final ReaderThreads factory = new ReaderThreads();
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   /** What the publisher sends on its k-th connection (from 1), once it has subscribed. */
@@ -59,9 +50,7 @@ class VllmKvEventSilenceTest {
     for (int i = toClose.size() - 1; i >= 0; i--) {
       toClose.get(i).close();
     }
-    for (Thread t : threads) {
-      assertFalse(t.isAlive(), "the reader thread ends with close()");
-    }
+    factory.assertAllEnded();
   }
 
   private BlockingQueue<Long> connection(int k) {

@@ -22,9 +22,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -38,13 +36,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 class VllmKvEventSubscriberTest {
 
   private final RecordingSink sink = new RecordingSink();
-  private final List<Thread> threads = new CopyOnWriteArrayList<>();
-  private final ThreadFactory factory = r -> {
-    Thread t = new Thread(r, "kv-events-under-test");
-    t.setDaemon(true);
-    threads.add(t);
-    return t;
-  };
+  private final ReaderThreads factory = new ReaderThreads();
+  private final List<Thread> threads = factory.made;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   @AfterEach
@@ -52,9 +45,7 @@ class VllmKvEventSubscriberTest {
     for (int i = toClose.size() - 1; i >= 0; i--) {
       toClose.get(i).close();
     }
-    for (Thread t : threads) {
-      assertFalse(t.isAlive(), "the reader thread ends with close()");
-    }
+    factory.assertAllEnded();
     assertFalse(sink.overlapped(), "the sink is never called from two threads at once");
   }
 
