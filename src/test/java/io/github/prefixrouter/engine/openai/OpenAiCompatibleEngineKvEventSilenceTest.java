@@ -6,23 +6,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.engine.vllm.Batches;
+import io.github.prefixrouter.engine.vllm.SilentPublisher;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
-import io.github.prefixrouter.internal.zmq.HostilePeer;
-import io.github.prefixrouter.internal.zmq.ZmtpBytes;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.testing.Await;
-import java.io.DataInputStream;
-import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -36,36 +28,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
 
   private static final int BLOCK = 16;
 
-  private final Map<Integer, BlockingQueue<byte[]>> toSend = new ConcurrentHashMap<>();
-  private final AtomicInteger accepted = new AtomicInteger();
-  private final AtomicInteger subscribed = new AtomicInteger();
   private final List<String> heard = new CopyOnWriteArrayList<>();
-
-  private BlockingQueue<byte[]> connection(int k) {
-    return toSend.computeIfAbsent(k, x -> new LinkedBlockingQueue<>());
-  }
-
-  /** A PUB sending on its k-th connection what is queued for it, and otherwise nothing. */
-  private HostilePeer publisher() throws Exception {
-    return new HostilePeer((sock, in, out) -> {
-      int k = accepted.incrementAndGet();
-      HostilePeer.readClientHandshake(in);
-      out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
-      out.flush();
-      HostilePeer.readFrame(new DataInputStream(in)); // the subscription
-      subscribed.incrementAndGet();
-      BlockingQueue<byte[]> q = connection(k);
-      long seq = 0;
-      while (!sock.isClosed()) {
-        byte[] payload = q.poll(20, TimeUnit.MILLISECONDS);
-        if (payload != null) {
-          out.write(ZmtpBytes.of().message(new byte[0],
-              ByteBuffer.allocate(8).putLong(seq++).array(), payload).bytes());
-          out.flush();
-        }
-      }
-    });
-  }
 
   private static byte[] stored(long hash) {
     int[] tokens = new int[BLOCK];
@@ -91,12 +54,12 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
 
   @Test
   void aSilentStreamIsMadeAgainAfterTheRequestsTheServerCompleted() throws Exception {
-    try (HostilePeer vllm = publisher();
+    try (SilentPublisher vllm = new SilentPublisher();
         FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
       OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
           .baseUrl(server.baseUrl())
           .kvEvents(VllmKvEventSubscriber.builder()
-              .endpoint("tcp://127.0.0.1:" + vllm.port())
+              .endpoint(vllm.endpoint())
               .blockSize(BLOCK)
               .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
               .silenceLimit(3, Duration.ZERO))
@@ -114,8 +77,8 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
           }
         });
         VllmKvEventSubscriber sub = engine.kvEventSubscriber();
-        Await.until(() -> subscribed.get() == 1, "subscribed");
-        connection(1).add(stored(11));
+        Await.until(() -> vllm.subscriptions() == 1, "subscribed");
+        vllm.send(1, 0, stored(11)); // seq 0: the first message on the connection
         Await.until(() -> heard.contains("stored 11"), "the first event");
         // the stream goes silent; the server answers on
         for (int i = 0; i < 2; i++) {
@@ -124,8 +87,8 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
         assertEquals(0, sub.stats().silenceReconnects(), "2 requests, below 3");
         engine.execute(request(2)).get(20, TimeUnit.SECONDS);
         assertEquals(1, sub.stats().silenceReconnects(), "the 3rd: " + sub.stats());
-        Await.until(() -> subscribed.get() == 2, "subscribed again");
-        connection(2).add(stored(22));
+        Await.until(() -> vllm.subscriptions() == 2, "subscribed again");
+        vllm.send(2, 0, stored(22)); // the first on the new one, seq 0 too
         Await.until(() -> heard.contains("stored 22"), "the event published after it: " + heard);
         assertEquals(List.of("stored 11", "stored 22"),
             heard.stream().filter(h -> !h.equals("cleared")).toList());
@@ -156,7 +119,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
   /** Silence drops after five requests to a server answering {@code a}, or failing them all. */
   private long silenceReconnectsAfterFiveRequests(FakeOpenAiServer.Answer a,
       boolean failing) throws Exception {
-    try (HostilePeer vllm = publisher();
+    try (SilentPublisher vllm = new SilentPublisher();
         FakeOpenAiServer server = FakeOpenAiServer.start(a)) {
       if (failing) {
         server.fail(500, "{\"error\":\"down\"}");
@@ -164,7 +127,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
       OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
           .baseUrl(server.baseUrl())
           .kvEvents(VllmKvEventSubscriber.builder()
-              .endpoint("tcp://127.0.0.1:" + vllm.port())
+              .endpoint(vllm.endpoint())
               .blockSize(BLOCK)
               .silenceLimit(1, Duration.ZERO))
           .build();

@@ -1,23 +1,14 @@
 package io.github.prefixrouter.engine.vllm;
 
 import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.payload;
-import static io.github.prefixrouter.engine.vllm.FakeVllmPublisher.seq;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import io.github.prefixrouter.internal.zmq.HostilePeer;
-import io.github.prefixrouter.internal.zmq.ZmtpBytes;
 import io.github.prefixrouter.testing.Await;
-import java.io.DataInputStream;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -40,10 +31,8 @@ class VllmKvEventSilenceTest {
   private final ReaderThreads factory = new ReaderThreads();
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
-  /** What the publisher sends on its k-th connection (from 1), once it has subscribed. */
-  private final Map<Integer, BlockingQueue<Long>> toSend = new ConcurrentHashMap<>();
-  private final AtomicInteger accepted = new AtomicInteger();
-  private final AtomicInteger subscribed = new AtomicInteger();
+  /** The test's publisher, once connected() made it. */
+  private SilentPublisher vllm;
 
   @AfterEach
   void closeAll() throws Exception {
@@ -51,35 +40,6 @@ class VllmKvEventSilenceTest {
       toClose.get(i).close();
     }
     factory.assertAllEnded();
-  }
-
-  private BlockingQueue<Long> connection(int k) {
-    return toSend.computeIfAbsent(k, x -> new LinkedBlockingQueue<>());
-  }
-
-  /**
-   * A PUB that sends, on each connection, the sequence numbers queued for that connection and
-   * otherwise nothing, keeping the connection open: a connection that has gone silent.
-   */
-  private HostilePeer publisher() throws Exception {
-    HostilePeer p = new HostilePeer((sock, in, out) -> {
-      int k = accepted.incrementAndGet();
-      HostilePeer.readClientHandshake(in);
-      out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
-      out.flush();
-      HostilePeer.readFrame(new DataInputStream(in)); // the subscription
-      subscribed.incrementAndGet();
-      BlockingQueue<Long> q = connection(k);
-      while (!sock.isClosed()) {
-        Long n = q.poll(20, TimeUnit.MILLISECONDS);
-        if (n != null) {
-          out.write(ZmtpBytes.of().message(new byte[0], seq(n), payload(n)).bytes());
-          out.flush();
-        }
-      }
-    });
-    toClose.add(p);
-    return p;
   }
 
   private VllmKvEventSubscriber start(String endpoint, int requests, Duration after) {
@@ -99,17 +59,19 @@ class VllmKvEventSilenceTest {
 
   /**
    * A subscriber checking for silence after {@code requests} requests and {@link #AFTER}, on a
-   * publisher of its own, once message 0 on its first connection reached the sink.
+   * silent publisher of its own, once message 0 on its first connection reached the sink.
    */
   private VllmKvEventSubscriber connected(int requests) throws Exception {
-    VllmKvEventSubscriber s = start("tcp://127.0.0.1:" + publisher().port(), requests, AFTER);
+    vllm = new SilentPublisher();
+    toClose.add(vllm);
+    VllmKvEventSubscriber s = start(vllm.endpoint(), requests, AFTER);
     deliver(1, 0);
     return s;
   }
 
   /** Sends {@code seq} on connection {@code k} and waits for it to reach the sink. */
   private void deliver(int k, long seq) throws InterruptedException {
-    connection(k).add(seq);
+    vllm.send(k, seq, payload(seq));
     Await.until(() -> sink.sawLive(seq), "message " + seq + " on connection " + k);
   }
 
@@ -131,7 +93,7 @@ class VllmKvEventSilenceTest {
     assertEquals(1, s.stats().connects());
     storingRequest(s);
     assertEquals(1, s.stats().silenceReconnects(), "the 4th request: " + s.stats());
-    Await.until(() -> subscribed.get() == 2, "subscribed again");
+    Await.until(() -> vllm.subscriptions() == 2, "subscribed again");
     deliver(2, 7); // published after the new connection: it arrives
     VllmKvEventSubscriber.Stats st = s.stats();
     assertEquals(2, st.connects(), st.toString());
@@ -210,7 +172,7 @@ class VllmKvEventSilenceTest {
       s.requestCompleted(32, 0, 0); // two blocks computed, none cached
     }
     assertEquals(1, s.stats().silenceReconnects(), s.stats().toString());
-    Await.until(() -> subscribed.get() == 2, "subscribed again");
+    Await.until(() -> vllm.subscriptions() == 2, "subscribed again");
     deliver(2, 3);
     for (int i = 0; i < 10; i++) {
       s.requestCompleted(10, 6, 0);
