@@ -6,12 +6,9 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.engine.openai.FakeOpenAiServer;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
-import io.github.prefixrouter.internal.zmq.HostilePeer;
-import io.github.prefixrouter.internal.zmq.ZmtpBytes;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.testing.Await;
-import java.io.DataInputStream;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
@@ -35,18 +32,10 @@ class SilenceCheckErrorTest {
   @Test
   void anErrorInTheSilenceCheckStillDeliversTheAnswer() throws Exception {
     AtomicBoolean broken = new AtomicBoolean();
-    try (HostilePeer vllm = new HostilePeer((sock, in, out) -> {
-          HostilePeer.readClientHandshake(in);
-          out.write(ZmtpBytes.of().greeting().ready("PUB").bytes());
-          out.flush();
-          HostilePeer.readFrame(new DataInputStream(in)); // the subscription; then silence
-          while (!sock.isClosed()) {
-            Thread.sleep(20);
-          }
-        });
+    try (SilentPublisher vllm = new SilentPublisher();
         FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
       VllmKvEventSubscriber.Builder events = VllmKvEventSubscriber.builder()
-          .endpoint("tcp://127.0.0.1:" + vllm.port())
+          .endpoint(vllm.endpoint())
           .blockSize(16)
           .silenceLimit(1, Duration.ZERO)
           .clock(() -> {
