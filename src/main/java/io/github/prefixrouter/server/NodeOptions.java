@@ -139,6 +139,11 @@ public final class NodeOptions {
           "                           none for MIN ms, doubling with each failed one up to",
           "                           MAX ms (1 to 365 days); needs --kv-events-replay;",
           "                           default 1000,60000",
+          "  --kv-events-silence REQUESTS,MS  make --kv-events' connection again (clearing the",
+          "                           mirror) once no event arrived on it while the server",
+          "                           completed REQUESTS requests that store a block, and MS",
+          "                           ms passed (REQUESTS to 2147483647, MS to 365 days); 0 or",
+          "                           0,MS: never; needs --kv-events; default 32,60000",
           "  --kv-events-topic T      take only events of this topic; default: every topic",
           "                           (vLLM's and SGLang's default topic is empty)",
           "  --engine-seed N          reference engine weight seed (same on all nodes); default 42",
@@ -212,7 +217,7 @@ public final class NodeOptions {
           "cluster-key-check-ms", "insecure", "tls-keystore", "tls-truststore", "tls-password-file",
           "tls-check-ms", "tls-bind-node-ids", "client-tls-keystore", "client-tls-truststore",
           "client-tls-password-file",
-          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "tokenizer-answer-budget", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
+          "engine", "engine-api-key-file", "model", "model-id", "tokenizer", "tokenizer-answer-budget", "engine-slots", "engine-max-in-flight", "engine-answer-budget", "kv-events", "kv-events-replay", "kv-events-replay-backoff-ms", "kv-events-silence", "kv-events-topic", "engine-seed", "engine-threads", "engine-cache-tokens", "policy",
           "block-size", "tree-capacity-tokens", "mirror-limit-tokens", "gossip-interval-ms", "gossip-message-bytes", "peer-suspect-ms", "peer-dead-ms", "hop-limit",
           "watermarks", "peer-reader-threads", "peer-max-unfinished-reads",
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
@@ -293,6 +298,12 @@ public final class NodeOptions {
   /** The replay backoff, first and longest wait; null when not given (the subscriber's). */
   final Duration kvEventsReplayBackoffMin;
   final Duration kvEventsReplayBackoffMax;
+  /**
+   * The silence check's requests and least time ({@code --kv-events-silence}; 0 requests: off);
+   * the time null when not given (the subscriber's).
+   */
+  final int kvEventsSilenceRequests;
+  final Duration kvEventsSilenceTime;
   final long engineSeed;
   final int engineThreads;
   final int engineCacheTokens;
@@ -330,6 +341,8 @@ public final class NodeOptions {
       tokenizes = false;
       kvEvents = kvEventsReplay = kvEventsTopic = null;
       kvEventsReplayBackoffMin = kvEventsReplayBackoffMax = null;
+      kvEventsSilenceRequests = 0;
+      kvEventsSilenceTime = null;
       listenPort = clientPort = engineThreads = engineCacheTokens = engineSlots = engineMaxInFlight = 0;
       peerReaderThreads = peerMaxUnfinishedReads = clientReaderThreads = clientMaxUnfinishedReads = 0;
       clientBodyBudget = peerBodyBudget = engineAnswerBudget = tokenizerAnswerBudget = 0;
@@ -565,11 +578,21 @@ public final class NodeOptions {
     this.kvEvents = v.get("kv-events");
     this.kvEventsReplay = v.get("kv-events-replay");
     this.kvEventsTopic = v.get("kv-events-topic");
-    if (kvEvents == null && (kvEventsReplay != null || kvEventsTopic != null)) {
+    String silence = v.get("kv-events-silence");
+    if (kvEvents == null) {
       // the ones given, only: an operator who gave the topic looked for a replay flag too
-      throw new IllegalArgumentException(kvEventsReplay == null ? "--kv-events-topic needs "
-          + "--kv-events" : kvEventsTopic == null ? "--kv-events-replay needs --kv-events"
-          : "--kv-events-replay and --kv-events-topic need --kv-events");
+      List<String> given = new ArrayList<>();
+      for (String k : List.of("kv-events-replay", "kv-events-topic", "kv-events-silence")) {
+        if (v.containsKey(k)) {
+          given.add("--" + k);
+        }
+      }
+      if (!given.isEmpty()) {
+        int last = given.size() - 1;
+        throw new IllegalArgumentException(last == 0 ? given.get(0) + " needs --kv-events"
+            : String.join(", ", given.subList(0, last)) + " and " + given.get(last)
+                + " need --kv-events");
+      }
     }
     String backoff = v.get("kv-events-replay-backoff-ms");
     if (backoff != null && kvEventsReplay == null) {
@@ -592,6 +615,30 @@ public final class NodeOptions {
       this.kvEventsReplayBackoffMax = Duration.ofMillis(max);
     } else {
       this.kvEventsReplayBackoffMin = this.kvEventsReplayBackoffMax = null;
+    }
+    if (silence != null) {
+      String[] rt = silence.split(",", -1);
+      if (rt.length == 1 && rt[0].trim().equals("0")) {
+        this.kvEventsSilenceRequests = 0;
+        this.kvEventsSilenceTime = Duration.ZERO; // not used: the check is off
+      } else if (rt.length != 2) {
+        throw new IllegalArgumentException("--kv-events-silence must be REQUESTS,MS, or 0 to "
+            + "turn it off, was " + silence);
+      } else {
+        long requests = parseLong("kv-events-silence", rt[0]);
+        long ms = parseLong("kv-events-silence", rt[1]);
+        long maxMs = Duration.ofDays(365).toMillis(); // the subscriber's longest time
+        if (requests < 0 || requests > Integer.MAX_VALUE || ms < 0 || ms > maxMs) {
+          throw new IllegalArgumentException("--kv-events-silence must be REQUESTS,MS with "
+              + "REQUESTS 0 (off) to " + Integer.MAX_VALUE + " and MS 0 to " + maxMs
+              + " (365 days), was " + silence);
+        }
+        this.kvEventsSilenceRequests = (int) requests;
+        this.kvEventsSilenceTime = Duration.ofMillis(ms);
+      }
+    } else {
+      this.kvEventsSilenceRequests = 0;
+      this.kvEventsSilenceTime = null;
     }
     if (kvEvents != null) {
       if (engine.equals("reference")) {
@@ -1125,7 +1172,7 @@ public final class NodeOptions {
 
   /**
    * The subscription to vLLM's KV events the flags describe (endpoint, replay endpoint, replay
-   * backoff, topic), without the block size; null without {@code --kv-events}.
+   * backoff, silence check, topic), without the block size; null without {@code --kv-events}.
    */
   VllmKvEventSubscriber.Builder kvEventsBuilder() {
     if (kvEvents == null) {
@@ -1147,6 +1194,9 @@ public final class NodeOptions {
     }
     if (kvEventsReplayBackoffMin != null) {
       b.replayBackoff(kvEventsReplayBackoffMin, kvEventsReplayBackoffMax);
+    }
+    if (kvEventsSilenceTime != null) {
+      b.silenceLimit(kvEventsSilenceRequests, kvEventsSilenceTime);
     }
     if (kvEventsTopic != null) {
       b.topic(kvEventsTopic);

@@ -603,6 +603,49 @@ class NodeMainTest {
         "http://127.0.0.1:8000").config.treeCapacityTokens());
   }
 
+  /**
+   * The node's KV-event subscriber runs the silence check {@code --kv-events-silence} asks for,
+   * and the subscriber's own (32 requests, 60 s) without it: the node built the subscriber with
+   * the defaults whatever the flags said.
+   */
+  @Test
+  void theNodesKvEventSubscriberHasTheSilenceCheckOfItsFlag() throws Exception {
+    int closed;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      closed = s.getLocalPort(); // nothing listens there: the subscriber keeps trying
+    }
+    try (var server = io.github.prefixrouter.engine.openai.FakeOpenAiServer.start(
+        io.github.prefixrouter.engine.openai.FakeOpenAiServer.ECHO)) {
+      for (String[] c : List.of(new String[] {"5,1500", "5", "1500"},
+          new String[] {"0", "0", null}, new String[] {null, "32", "60000"})) {
+        List<String> args = new java.util.ArrayList<>(List.of("--id", "k", "--listen",
+            "127.0.0.1:0", "--client", "127.0.0.1:0", "--engine", server.baseUrl(), "--model",
+            "fake-base", "--kv-events", "tcp://127.0.0.1:" + closed));
+        if (c[0] != null) {
+          args.addAll(List.of("--kv-events-silence", c[0]));
+        }
+        try (NodeMain.Running r = NodeMain.start(parse(args.toArray(new String[0])),
+            new java.io.PrintStream(java.io.OutputStream.nullOutputStream()))) {
+          var sub = assertInstanceOf(io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine.class,
+              r.engine).kvEventSubscriber();
+          assertEquals(Integer.parseInt(c[1]), subscriberField(sub, "silenceRequests"),
+              String.valueOf(c[0]));
+          if (c[2] != null) {
+            assertEquals(java.time.Duration.ofMillis(Long.parseLong(c[2])).toNanos(),
+                subscriberField(sub, "silenceNanos"), String.valueOf(c[0]));
+          }
+        }
+      }
+    }
+  }
+
+  /** A private field of the node's KV-event subscriber: its settings have no accessor. */
+  private static Object subscriberField(Object sub, String name) throws ReflectiveOperationException {
+    java.lang.reflect.Field f = sub.getClass().getDeclaredField(name);
+    f.setAccessible(true);
+    return f.get(sub);
+  }
+
   @Test
   void theMirrorLimitFollowsTheTreeCapacityUnlessGiven() {
     assertEquals(1L << 24, parse("--id", "a", "--listen", "h:1", "--engine",

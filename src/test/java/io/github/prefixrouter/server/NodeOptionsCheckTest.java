@@ -359,6 +359,77 @@ class NodeOptionsCheckTest {
     }
   }
 
+  /**
+   * {@code --kv-events-silence REQUESTS,MS} sets the subscriber's silence check (it had no flag:
+   * a node always dropped a connection silent over 32 block-storing requests and 60 s, and an
+   * operator could neither tune nor turn it off); {@code 0}, alone or with a time, turns it
+   * off; bad values are refused naming the flag, the form and the ranges.
+   */
+  @Test
+  void theSilenceCheckIsSetByItsFlag() throws Exception {
+    String[] kv = {"--engine", "http://127.0.0.1:8000", "--kv-events", "tcp://127.0.0.1:5557"};
+    String flag = "--kv-events-silence";
+    List<String> a = new ArrayList<>(List.of(kv));
+    a.addAll(List.of(flag, "64, 120000"));
+    var b = node(a.toArray(new String[0])).kvEventsBuilder();
+    assertEquals(64, field(b, "silenceRequests"));
+    assertEquals(java.time.Duration.ofMinutes(2), field(b, "silenceTime"));
+    a.set(a.size() - 1, "1,0"); // the least: every block-storing request after the last message
+    b = node(a.toArray(new String[0])).kvEventsBuilder();
+    assertEquals(1, field(b, "silenceRequests"));
+    assertEquals(java.time.Duration.ZERO, field(b, "silenceTime"));
+    for (String off : List.of("0", "0,60000", " 0 ")) {
+      a.set(a.size() - 1, off);
+      assertEquals(0, field(node(a.toArray(new String[0])).kvEventsBuilder(), "silenceRequests"),
+          off);
+    }
+    // without the flag, the subscriber's defaults (32 and 60 s)
+    var d = node(kv).kvEventsBuilder();
+    assertEquals(32, field(d, "silenceRequests"));
+    assertEquals(java.time.Duration.ofSeconds(60), field(d, "silenceTime"));
+    // it needs the connection it watches, and is named alone or with the others given
+    assertEquals(flag + " needs --kv-events", refused(() -> node("--engine",
+        "http://127.0.0.1:8000", flag, "32,60000")));
+    assertEquals("--kv-events-topic and " + flag + " need --kv-events", refused(() -> node(
+        "--engine", "http://127.0.0.1:8000", "--kv-events-topic", "kv", flag, "0")));
+    assertEquals("--kv-events-replay, --kv-events-topic and " + flag + " need --kv-events",
+        refused(() -> node("--engine", "http://127.0.0.1:8000", "--kv-events-replay",
+            "tcp://127.0.0.1:5558", "--kv-events-topic", "kv", flag, "0")));
+    String range = flag + " must be REQUESTS,MS with REQUESTS 0 (off) to 2147483647 and MS 0 to "
+        + "31536000000 (365 days), was ";
+    Map<String, String> bad = new java.util.LinkedHashMap<>();
+    bad.put("32", flag + " must be REQUESTS,MS, or 0 to turn it off, was 32");
+    bad.put("32,", flag + " needs an integer, was ''");
+    bad.put("32,60000,1", flag + " must be REQUESTS,MS, or 0 to turn it off, was 32,60000,1");
+    bad.put("x,60000", flag + " needs an integer, was 'x'");
+    bad.put("0,x", flag + " needs an integer, was 'x'");
+    bad.put("-1,60000", range + "-1,60000");
+    bad.put("32,-1", range + "32,-1");
+    bad.put("0,-1", range + "0,-1");
+    bad.put("2147483648,60000", range + "2147483648,60000");
+    bad.put("32,31536000001", range + "32,31536000001");
+    bad.put("32,99999999999999999999", flag + " is out of range, was '99999999999999999999': "
+        + "above any value it takes");
+    bad.forEach((value, message) -> {
+      List<String> args = new ArrayList<>(List.of(kv));
+      args.addAll(List.of(flag, value));
+      assertEquals(message, refused(() -> node(args.toArray(new String[0]))), value);
+    });
+    // the longest time the subscriber takes is accepted
+    a.set(a.size() - 1, "1,31536000000");
+    assertEquals(java.time.Duration.ofDays(365),
+        field(node(a.toArray(new String[0])).kvEventsBuilder(), "silenceTime"));
+  }
+
+  /** The silence check's key in a {@code --config} file, as every flag's. */
+  @Test
+  void theSilenceCheckIsAKeyOfTheConfigFile() throws Exception {
+    Path cfg = dir.resolve("kv.properties");
+    java.nio.file.Files.writeString(cfg, "engine=http://127.0.0.1:8000\n"
+        + "kv-events=tcp://127.0.0.1:5557\nkv-events-silence=0\n");
+    assertEquals(0, field(node("--config", cfg.toString()).kvEventsBuilder(), "silenceRequests"));
+  }
+
   /** {@code --engine} with an IPv6 address without brackets says to bracket it, as HOST:PORT flags do. */
   @Test
   void anEngineUrlWithAnIpv6AddressWithoutBracketsSaysToBracketIt() {

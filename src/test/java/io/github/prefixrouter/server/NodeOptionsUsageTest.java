@@ -110,6 +110,8 @@ class NodeOptionsUsageTest {
     expected.put("--kv-events-replay-backoff-ms MIN,MAX",
         ((java.time.Duration) field(events, "minReplayBackoff")).toMillis() + ","
             + ((java.time.Duration) field(events, "maxReplayBackoff")).toMillis());
+    expected.put("--kv-events-silence REQUESTS,MS", field(events, "silenceRequests") + ","
+        + ((java.time.Duration) field(events, "silenceTime")).toMillis());
 
     Map<String, String> rows = flagRows();
     List<String> named = new ArrayList<>();
