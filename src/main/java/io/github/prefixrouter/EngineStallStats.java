@@ -41,9 +41,8 @@ package io.github.prefixrouter;
  *     each time clearing the node's self-managed tree (docs/engines.md, "A server restart")
  * @param loadFailures readings of the engine's {@link
  *     io.github.prefixrouter.spi.InferenceEngine#load()} that threw or returned null since the
- *     node was built; the node read each as the last good reading, its queue raised to the runs
- *     it had outstanding on the engine beyond those that reading had running (docs/routing.md,
- *     "An engine whose load fails")
+ *     node was built; the node read each as the last good reading followed by its own runs on
+ *     the engine since (docs/routing.md, "An engine whose load fails")
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
     long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,

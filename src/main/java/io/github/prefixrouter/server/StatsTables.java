@@ -428,8 +428,7 @@ final class StatsTables {
               EngineStallStats::cacheLosses)
           .counter("load_failures", W + "load_failures_total",
               "Readings of the engine's load that threw or returned nothing; each was read as "
-                  + "the last good reading, its queue raised to the runs the node has outstanding "
-                  + "on the engine beyond those that reading had running.",
+                  + "the last good reading followed by the node's own runs on the engine since.",
               EngineStallStats::loadFailures)
           .build();
 

@@ -92,8 +92,9 @@ public interface InferenceEngine {
    * for); an engine that runs several requests at once and queues the rest implements this.
    * An engine that keeps no queue of its own (it hands every request on at once) reports its
    * requests as running. A call that throws or returns null is counted and read as the last
-   * good reading, its queue raised to the requests the node has outstanding on the engine
-   * beyond those that reading had running (docs/routing.md, "An engine whose load fails").
+   * good reading followed by the node's own requests on the engine since: its queue less those
+   * that ended, or raised to those outstanding beyond the ones that reading had running
+   * (docs/routing.md, "An engine whose load fails").
    *
    * @return the current load; never null ({@link EngineLoad#IDLE} by default)
    */

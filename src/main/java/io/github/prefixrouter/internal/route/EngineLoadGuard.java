@@ -11,12 +11,16 @@ import org.slf4j.LoggerFactory;
  * The node's engine's {@link InferenceEngine#load()} as the node reads it, for its refusal of
  * forwarded work, its routing and its gossip alike. A reading that fails (it throws a
  * RuntimeException, an Error or a checked exception thrown undeclared, or it is null) is read
- * as the last good reading, its queue raised to the runs the node has outstanding on the engine
- * beyond those that reading had running: {@code max(queueDepth, outstanding - inFlight)}. So a
- * node whose engine's load cannot be read still refuses forwarded work once the work it gave the
- * engine since reaches its high watermark, and never takes a failing reading for an idle engine.
- * Before the first good reading, the last good one is {@link EngineLoad#IDLE}: every run
- * outstanding counts as queued.
+ * as the last good reading followed by the node's own runs since: its queue less the runs of the
+ * node's that ended since (each freed a place), or the runs the node has outstanding beyond
+ * those that reading had running, whichever is more: {@code max(queueDepth - ended, outstanding -
+ * inFlight)}, at least 0, where {@code ended} is how far the node's outstanding runs fell below
+ * their count at the reading. So a node whose engine's load cannot be read still refuses
+ * forwarded work once the work it gave the engine since reaches its high watermark, never takes
+ * a failing reading for an idle engine, and does not keep a queue of its own runs after they
+ * ended (a queue of other clients' work that the last reading saw stays until they are seen to
+ * end, which they cannot be). Before the first good reading, the last good one is {@link
+ * EngineLoad#IDLE}: every run outstanding counts as queued.
  *
  * <p>Every failure is counted ({@link #failures}); the first is logged at ERROR with what was
  * thrown, later ones at WARN when their count reaches a power of two (as {@code GuardedClock}
@@ -31,7 +35,10 @@ final class EngineLoadGuard {
   private final InferenceEngine engine;
   /** Runs the node has handed to the engine and not ended. */
   private final IntSupplier outstanding;
-  private volatile EngineLoad last = EngineLoad.IDLE;
+  /** The last good reading and the runs the node had outstanding when it was taken. */
+  private record Reading(EngineLoad load, int outstanding) {}
+
+  private volatile Reading last = new Reading(EngineLoad.IDLE, 0);
   private final AtomicLong failures = new AtomicLong();
 
   /**
@@ -56,14 +63,15 @@ final class EngineLoadGuard {
     if (l == null) {
       return failed(null);
     }
-    last = l;
+    last = new Reading(l, outstanding.getAsInt());
     return l;
   }
 
   /** A reading failed with {@code e} (null: it was null): counted, logged rarely, estimated. */
   private EngineLoad failed(Throwable e) {
     long n = failures.incrementAndGet();
-    EngineLoad l = last;
+    Reading r = last;
+    EngineLoad l = r.load();
     if (n == 1) {
       LOG.error("node {}: its engine's load() {}; the node reads the last good load, {}, its"
           + " queue raised to the runs it has outstanding on the engine, until load() answers"
@@ -72,7 +80,12 @@ final class EngineLoadGuard {
       LOG.warn("node {}: its engine's load() has failed {} times, the latest: {}", nodeId, n,
           e == null ? "it returned null" : String.valueOf(e));
     }
-    int queued = Math.max(l.queueDepth(), outstanding.getAsInt() - l.inFlight());
+    int now = outstanding.getAsInt();
+    // each of the node's runs ended since the reading freed a place in the queue at least;
+    // each given since takes one beyond those the reading had running
+    long ended = Math.max(0L, (long) r.outstanding() - now);
+    int queued = (int) Math.max(0L,
+        Math.max(l.queueDepth() - ended, (long) now - l.inFlight()));
     return queued == l.queueDepth() ? l : new EngineLoad(queued, l.inFlight());
   }
 
