@@ -720,8 +720,8 @@ public final class ConcurrentPrefixTree {
       }
       return;
     } catch (Throwable broken) { // a StackOverflowError or out of memory too: clear
-      LOG.error("the prefix tree could not be kept after a write that failed part-way: cleared",
-          broken);
+      LOG.error("{}the prefix tree could not be kept after a write that failed part-way: cleared",
+          logPrefix, broken);
     }
     clearLocked();
   }
@@ -1620,10 +1620,10 @@ public final class ConcurrentPrefixTree {
     private void engineEventFailed(String kind, Throwable e) {
       engineEventFailures.incrementAndGet();
       if (e instanceof VirtualMachineError vme && !(e instanceof StackOverflowError)) {
-        LOG.error("engine {} event could not be applied", kind, e);
+        LOG.error("{}engine {} event could not be applied", logPrefix, kind, e);
         throw vme;
       }
-      LOG.error("engine {} event could not be applied", kind, e);
+      LOG.error("{}engine {} event could not be applied", logPrefix, kind, e);
     }
   }
 
@@ -2258,12 +2258,12 @@ public final class ConcurrentPrefixTree {
             // from the listeners after this one
             listenerFailures++;
             if (ex instanceof VirtualMachineError vme && !(ex instanceof StackOverflowError)) {
-              LOG.error("block event listener {} failed", l, ex);
+              LOG.error("{}block event listener {} failed", logPrefix, l, ex);
               if (fatal == null) {
                 fatal = vme;
               }
             } else {
-              LOG.warn("block event listener {} failed", l, ex);
+              LOG.warn("{}block event listener {} failed", logPrefix, l, ex);
             }
           }
         }
