@@ -21,19 +21,24 @@ import java.util.Arrays;
  *       record holds between half and all of the {@link #ghostBlocks} last evicted blocks, in
  *       fixed memory.
  *   <li>Reuse: a block stored again while in the ghost record was evicted and asked for again
- *       within about a residency: with {@code R} the tokens of such blocks and {@code V} the
- *       tokens evicted, both decayed by volume (by {@code e^(-v / capacity)} per {@code v}
- *       tokens evicted, so both count about the last residency's worth of evictions and keep
- *       their value while nothing is evicted), {@code R / V} is the share of evicted content
- *       asked for again within a residency: the reuses per residency of the content at the
- *       cache's margin. 0 while the cache has never evicted.
+ *       soon after. Time is counted in evictions: each block in the record accrues exposure,
+ *       one unit per block evicted after it entered, and {@code found / exposure} is the rate at
+ *       which evicted blocks are asked for again, per block and per eviction. Times the cache's
+ *       capacity in blocks (the evictions of one residency once the cache is full) it is
+ *       {@code r}, the reuses per residency of the content at the cache's margin, at most 1;
+ *       0 while the cache has never evicted. A generation leaving the record adds its counts to
+ *       a running total that decays by {@code e^(-generation / capacity)} per generation, so
+ *       {@code r} follows about the last residency's evictions and keeps its value while
+ *       nothing is evicted.
  *   <li>Price: a token held for one residency displaces a token that would have been reused
- *       {@code R / V} times, each saving a prefill: {@code prefill × R / V} per token per
- *       residency ({@link RoutePlanner} charges a copy for the tokens it copies and the
- *       residencies it is expected to stay).
+ *       {@code r} times, each saving a prefill: {@code prefill × r} per token per residency
+ *       ({@link RoutePlanner} charges a copy for the tokens it copies and the residencies it is
+ *       expected to stay).
  *   <li>A cleared tree (the engine's cache lost) is no eviction: nothing is recorded.
- *   <li>Cost: the work is in the tree's event calls, a hash probe per block stored or evicted;
- *       a decision reads the ratio only when it weighs a buy. Methods synchronize.
+ *   <li>Cost: the work is in the tree's event calls, a hash probe per block stored or evicted
+ *       (at most {@link #MAX_PROBES} slots, however the hashes were chosen); a decision reads
+ *       {@code r} only when it weighs a buy. Methods synchronize; the lock is a leaf (nothing is
+ *       called while it is held).
  * </ul>
  */
 final class CacheSpace implements BlockEventListener {

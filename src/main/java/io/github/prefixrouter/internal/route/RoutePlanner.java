@@ -117,7 +117,10 @@ final class RoutePlanner {
   private final long overheadNanos;
   private final long marginMinNanos;
   private final LocalDemand demand;
-  /** What the local cache's space is worth, fed the local tree's block events. */
+  /**
+   * What the local cache's space is worth, fed the local tree's block events; null where the
+   * local-caching rule does not run or the local index is no tree (space is then free).
+   */
   private final CacheSpace space;
   /** Chain hashes of recently seen prompt prefixes, or null when disabled. */
   private final PrefixHashCache prefixHashes;
@@ -188,12 +191,14 @@ final class RoutePlanner {
     this.overheadNanos = config.forwardOverhead().toNanos();
     this.marginMinNanos = config.forwardMarginMin().toNanos();
     this.demand = new LocalDemand(config.treeCapacityTokens());
-    this.space = new CacheSpace(config.treeCapacityTokens(), blockSize);
     // the local-caching rule prices cache space by how often what the local tree evicts comes
-    // back: the tree's block events feed it
+    // back: the tree's block events feed it (a record of up to 1 MiB, made only where it is fed)
     if (config.policy() == RoutingPolicy.COST_AWARE && config.localCaching()
         && local instanceof TreeIndex t) {
+      this.space = new CacheSpace(config.treeCapacityTokens(), blockSize);
       t.tree().addListener(space);
+    } else {
+      this.space = null;
     }
     this.prefixHashes = prefixHashCache ? new PrefixHashCache(blockSize) : null;
   }
@@ -504,7 +509,7 @@ final class RoutePlanner {
           // the copy of what the peer holds takes cache space while it stays, displacing
           // content that would have been reused as often as what this cache evicts is
           // (CacheSpace): a prefill per reuse, for each residency the copy is expected to stay
-          double rent = space.reusesPerResidency();
+          double rent = space == null ? 0 : space.reusesPerResidency();
           double held = rent > 0
               ? prefill * rent * (effCol[best] - localMatch)
                   * demand.residenciesHeld(demandKey, now)
