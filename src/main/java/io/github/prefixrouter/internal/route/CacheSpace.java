@@ -19,7 +19,7 @@ import java.util.Arrays;
  *       hash sets, the current one and the one before: a block evicted goes into the current
  *       one; when that holds half the record, the older set is emptied and the two swap. So the
  *       record holds between half and all of the {@link #ghostBlocks} last evicted blocks, in
- *       fixed memory.
+ *       fixed memory, made at the first eviction (a node whose cache never fills holds none).
  *   <li>Reuse: a block stored again while in the ghost record was evicted and asked for again
  *       soon after. Time is counted in evictions: each block in the record accrues exposure,
  *       one unit per block evicted after it entered, and {@code found / exposure} is the rate at
@@ -59,7 +59,9 @@ final class CacheSpace implements BlockEventListener {
   private final double capacityBlocks;
   /** Weight the finished generations keep when another finishes (one residency's decay). */
   private final double keep;
+  private final int slots;
   private final int mask;
+  /** The record's two sets, made at the first eviction: a cache that never evicts holds none. */
   private long[] current;
   private long[] previous;
   // per generation: blocks held, the sum of the eviction counts they entered at, blocks found
@@ -87,9 +89,7 @@ final class CacheSpace implements BlockEventListener {
     this.capacityBlocks = blocks;
     this.ghostBlocks = (int) Math.min(MAX_GHOST_BLOCKS, blocks);
     this.generationBlocks = Math.max(1, ghostBlocks / 2);
-    int slots = Integer.highestOneBit(generationBlocks * 2 - 1) << 1; // at most half full
-    this.current = new long[slots];
-    this.previous = new long[slots];
+    this.slots = Integer.highestOneBit(generationBlocks * 2 - 1) << 1; // at most half full
     this.mask = slots - 1;
     this.keep = Math.exp(-generationBlocks / capacityBlocks);
   }
@@ -101,6 +101,13 @@ final class CacheSpace implements BlockEventListener {
 
   @Override
   public synchronized void onEvicted(long[] blockHashes) {
+    if (current == null) {
+      if (blockHashes.length == 0) {
+        return;
+      }
+      current = new long[slots];
+      previous = new long[slots];
+    }
     for (long h : blockHashes) {
       evicted++;
       long k = h == 0 ? 1 : h; // 0 marks an empty slot
@@ -164,6 +171,11 @@ final class CacheSpace implements BlockEventListener {
   /** Blocks × evictions spent in the record by a generation of {@code size} blocks. */
   private double exposure(int size, long entered) {
     return (double) size * evicted - entered;
+  }
+
+  /** Slots the record's two sets take now: 0 until the first eviction (tests). */
+  synchronized int heldSlots() {
+    return current == null ? 0 : 2 * slots;
   }
 
   /** Slots probed since this record was made (tests). */

@@ -12,6 +12,22 @@ class CacheSpaceTest {
     return new CacheSpace(1_024, 16);
   }
 
+  /**
+   * A node whose cache never fills keeps no record: a process that makes and drops many nodes
+   * (a test of churn, a host restarting them) would otherwise hold a mebibyte for each.
+   */
+  @Test
+  void theRecordTakesMemoryOnlyOnceTheCacheEvicts() {
+    CacheSpace s = new CacheSpace(1L << 20, 16);
+    for (long h = 1; h <= 500; h++) {
+      s.onStored(new long[] {h});
+    }
+    s.onEvicted(new long[0]);
+    assertEquals(0, s.heldSlots(), "nothing evicted yet");
+    s.onEvicted(new long[] {1});
+    assertEquals(2 * 65_536, s.heldSlots(), "two sets of twice the 32,768 blocks each holds");
+  }
+
   @Test
   void aCacheThatHasEvictedNothingPricesNothing() {
     CacheSpace s = space();
