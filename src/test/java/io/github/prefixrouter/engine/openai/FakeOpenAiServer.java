@@ -38,6 +38,16 @@ public final class FakeOpenAiServer implements AutoCloseable {
   public static final Answer ECHO = (prompt, maxTokens) -> answer(prompt.length,
       java.util.Collections.nCopies(maxTokens, prompt.length).toString());
 
+  /**
+   * {@link #ECHO} with {@code prompt_tokens_details.cached_tokens} 0 in its usage, as vLLM started
+   * with {@code --enable-prompt-tokens-details} reports a prompt it had nothing of cached.
+   */
+  public static final Answer ECHO_NOTHING_CACHED = (prompt, maxTokens) ->
+      "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":"
+          + java.util.Collections.nCopies(maxTokens, prompt.length) + "}],\"usage\":"
+          + "{\"prompt_tokens\":" + prompt.length
+          + ",\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
+
   private final HttpServer server;
   private final ExecutorService executor;
   private final AtomicInteger arrived = new AtomicInteger();

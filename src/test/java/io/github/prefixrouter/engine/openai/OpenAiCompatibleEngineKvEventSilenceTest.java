@@ -42,20 +42,10 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
     return new InferenceRequest("r" + i, prompt, new GenerationParams(4, 0.0, 1.0, 1L));
   }
 
-  /**
-   * Like vLLM with {@code --enable-prompt-tokens-details}: the server reports its cached tokens
-   * (none here), without which a request is not counted.
-   */
-  private static final FakeOpenAiServer.Answer NOTHING_CACHED = (prompt, maxTokens) ->
-      "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":"
-          + java.util.Collections.nCopies(maxTokens, prompt.length) + "}],\"usage\":"
-          + "{\"prompt_tokens\":" + prompt.length
-          + ",\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
-
   @Test
   void aSilentStreamIsMadeAgainAfterTheRequestsTheServerCompleted() throws Exception {
     try (SilentPublisher vllm = new SilentPublisher();
-        FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
+        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO_NOTHING_CACHED)) {
       OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
           .baseUrl(server.baseUrl())
           .kvEvents(VllmKvEventSubscriber.builder()
@@ -102,7 +92,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
   /** A server that fails every request stores nothing: its failures are not counted. */
   @Test
   void failedRequestsAreNotCounted() throws Exception {
-    assertEquals(0, silenceReconnectsAfterFiveRequests(NOTHING_CACHED, true));
+    assertEquals(0, silenceReconnectsAfterFiveRequests(FakeOpenAiServer.ECHO_NOTHING_CACHED, true));
   }
 
   /**
@@ -112,7 +102,7 @@ class OpenAiCompatibleEngineKvEventSilenceTest {
   @Test
   void answersWithoutCachedTokensAreNotCounted() throws Exception {
     assertEquals(0, silenceReconnectsAfterFiveRequests(FakeOpenAiServer.ECHO, false));
-    assertTrue(silenceReconnectsAfterFiveRequests(NOTHING_CACHED, false) >= 1,
+    assertTrue(silenceReconnectsAfterFiveRequests(FakeOpenAiServer.ECHO_NOTHING_CACHED, false) >= 1,
         "the same requests, the cached tokens reported, drop the silent stream");
   }
 

@@ -22,18 +22,11 @@ import org.junit.jupiter.api.Test;
  */
 class SilenceCheckErrorTest {
 
-  /** Like vLLM with {@code --enable-prompt-tokens-details}: counted by the silence check. */
-  private static final FakeOpenAiServer.Answer NOTHING_CACHED = (prompt, maxTokens) ->
-      "{\"choices\":[{\"index\":0,\"text\":\"\",\"token_ids\":"
-          + java.util.Collections.nCopies(maxTokens, prompt.length) + "}],\"usage\":"
-          + "{\"prompt_tokens\":" + prompt.length
-          + ",\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
-
   @Test
   void anErrorInTheSilenceCheckStillDeliversTheAnswer() throws Exception {
     AtomicBoolean broken = new AtomicBoolean();
     try (SilentPublisher vllm = new SilentPublisher();
-        FakeOpenAiServer server = FakeOpenAiServer.start(NOTHING_CACHED)) {
+        FakeOpenAiServer server = FakeOpenAiServer.start(FakeOpenAiServer.ECHO_NOTHING_CACHED)) {
       VllmKvEventSubscriber.Builder events = VllmKvEventSubscriber.builder()
           .endpoint(vllm.endpoint())
           .blockSize(16)
