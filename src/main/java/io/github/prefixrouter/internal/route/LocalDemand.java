@@ -154,23 +154,13 @@ final class LocalDemand {
   }
 
   /**
-   * Residencies a prefix for {@code key} cached now is expected to stay cached, counted over
-   * the same span as {@link #expectedRequests}: those requests take {@code E / λ} at the rate
-   * seen, {@code λ = x / T}, so {@code E / x} residencies (0 for a key never seen). While it
-   * stays, the prefix's tokens take cache space that other content would have used; see
-   * {@link RoutePlanner} for what that is taken to cost.
-   */
-  synchronized double residenciesHeld(long key, long nowNanos) {
-    double expected = expectedRequests(key, nowNanos);
-    return expected > 0 ? expected / perResidency(key, nowNanos) : 0;
-  }
-
-  /**
    * {@code x ≈ λT} of {@link #expectedRequests}: the decayed count of past requests for
    * {@code key} (the current one excluded), corrected for the time observed so far; 0 for a key
-   * never seen.
+   * never seen. The {@code E} requests expected take {@code E / λ} at the rate seen, so a prefix
+   * for {@code key} cached now is expected to stay cached {@code E / x} residencies, while its
+   * tokens take cache space that other content would have used (see {@link RoutePlanner}).
    */
-  private double perResidency(long key, long nowNanos) {
+  synchronized double requestsPerResidency(long key, long nowNanos) {
     int i = find(key);
     if (i < 0) {
       return 0;

@@ -509,12 +509,14 @@ final class RoutePlanner {
           // the copy of what the peer holds takes cache space while it stays, displacing
           // content that would have been reused as often as what this cache evicts is
           // (CacheSpace): a prefill per reuse, for each residency the copy is expected to stay
+          // for the E / x residencies the E requests expected keep it (LocalDemand)
+          double expected = demand.expectedRequests(demandKey, now);
           double rent = space == null ? 0 : space.reusesPerResidency();
-          double held = rent > 0
+          double held = rent > 0 && expected > 0
               ? prefill * rent * (effCol[best] - localMatch)
-                  * demand.residenciesHeld(demandKey, now)
+                  * (expected / demand.requestsPerResidency(demandKey, now))
               : 0;
-          if (premium * demand.expectedRequests(demandKey, now) > buy + held) {
+          if (premium * expected > buy + held) {
             chosen = 0;
             reason = Reason.LOCAL_CACHING;
           }
