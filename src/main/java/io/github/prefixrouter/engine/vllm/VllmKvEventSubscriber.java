@@ -132,6 +132,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private long quietSince;
   /** Requests storing a block completed since then. Guarded by silenceLock. */
   private long requestsSince;
+  /** Set while the reader replays a gap: the check holds. Guarded by silenceLock. */
+  private boolean replaying;
   /** Set when {@link #requestCompleted} dropped {@link #watched}. Guarded by silenceLock. */
   private boolean silenceDrop;
   /** The counts that made the drop, for the reader's warning. Guarded by silenceLock. */
@@ -311,15 +313,16 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
    * (the prompt and the output, but the last output token, whose KV is never computed) fill more
    * whole blocks than the prefix cache served; with {@code cachedPromptTokens} unknown, the
    * request is not counted (a long cached prefix with a short new suffix and output stores
-   * nothing, and could not be told from one that stores blocks). vLLM computes a prompt's last token again even when it is cached, so a
-   * prompt of whole blocks that reports one block fewer cached is taken as wholly cached.
+   * nothing, and could not be told from one that stores blocks). vLLM computes a prompt's last
+   * token again even when it is cached, so a prompt of whole blocks that reports one block fewer
+   * cached is taken as wholly cached.
    *
    * <p>Once {@code silenceLimit}'s requests have been counted since the last message arrived (or
    * the connection was made) and its time has passed, this call closes the connection (on the
    * calling thread; it takes a lock shared with the reader thread for a few instructions): the
    * reader thread counts it in {@link Stats#silenceReconnects()}, logs a warning and reconnects
-   * as after any lost connection. Cheap otherwise; does nothing while not connected, and
-   * nothing with the check off.
+   * as after any lost connection. Cheap otherwise; does nothing while not connected or while
+   * the reader replays a gap, and nothing with the check off.
    *
    * @param promptTokens the prompt's tokens the engine processed
    * @param outputTokens the tokens it generated; 0 if not known
@@ -333,7 +336,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
     ZmtpSocket drop;
     synchronized (silenceLock) {
-      if (watched == null || silenceDrop) {
+      if (watched == null || silenceDrop || replaying) {
         return;
       }
       long n = ++requestsSince;
@@ -613,7 +616,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         // live stream meanwhile; the gap goes to the sink as it is, as after a failed replay
         replaysSkipped.incrementAndGet();
       } else {
-        replay(next, seq);
+        replayHoldingTheSilenceCheck(next, seq);
         if (closed) {
           return; // closed during the replay: nothing more reaches the sink
         }
@@ -623,6 +626,31 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       sink.onMessage(seq, payload);
     } catch (Throwable e) {
       sinkFailed("message " + seq, e);
+    }
+  }
+
+  /**
+   * {@link #replay}, with the silence check held meanwhile: the live stream's messages wait in
+   * its connection while the reader asks for the gap (up to {@link #REPLAY_STEPS} replay
+   * timeouts), so requests completed then are no sign of a dead connection; the count and the
+   * time start afresh when the replay ends.
+   */
+  private void replayHoldingTheSilenceCheck(long from, long liveSeq) {
+    if (silenceRequests == 0) {
+      replay(from, liveSeq);
+      return;
+    }
+    synchronized (silenceLock) {
+      replaying = true;
+    }
+    try {
+      replay(from, liveSeq);
+    } finally {
+      synchronized (silenceLock) {
+        replaying = false;
+        quietSince = clock.getAsLong();
+        requestsSince = 0;
+      }
     }
   }
 
@@ -944,9 +972,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
      * a message within moments; 32 such requests without one, over a minute, does not happen
      * while the stream works. The requests guard a quiet engine (vLLM publishes nothing while
      * idle, so silence alone means nothing); the time guards a burst of short requests
-     * completing while a message is on its way or the reader is held by a replay (at most
+     * completing while a message is on its way. While the reader is held by a replay (at most
      * {@value VllmKvEventSubscriber#REPLAY_STEPS} times the {@link #replayTimeout replay
-     * timeout}, 16 s by default). Without it, a silent connection was noticed only by TCP
+     * timeout}, 16 s by default) the check holds, and starts afresh when it ends. Without it, a silent connection was noticed only by TCP
      * keep-alive, after 2 h 11 min on Linux's defaults, and the mirror stayed frozen meanwhile.
      *
      * @param requests completed requests storing a block, at least 0 (0: off)

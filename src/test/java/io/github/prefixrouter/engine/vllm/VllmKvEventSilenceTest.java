@@ -5,6 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.github.prefixrouter.testing.Await;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -198,6 +201,52 @@ class VllmKvEventSilenceTest {
     }
     assertEquals(0, s.stats().silenceReconnects(), s.stats().toString());
     assertEquals(1, s.stats().connects());
+  }
+
+  /**
+   * A replay holds the live stream: its messages wait in the connection while the reader asks
+   * the replay endpoint for the gap, for up to eight replay timeouts. Requests completed
+   * meanwhile are not silence (the connection delivers; the reader is not reading it), and the
+   * count and the time start afresh once the replay ends.
+   */
+  @Test
+  void aLongReplayIsNotTakenForSilence() throws Exception {
+    try (ServerSocket replay = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
+      vllm = new SilentPublisher();
+      toClose.add(vllm);
+      VllmKvEventSubscriber s = VllmKvEventSubscriber.builder()
+          .endpoint(vllm.endpoint())
+          .replayEndpoint("tcp://127.0.0.1:" + replay.getLocalPort())
+          .replayTimeout(Duration.ofSeconds(20))
+          .sink(sink)
+          .blockSize(BLOCK)
+          .threadFactory(factory)
+          .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+          .silenceLimit(4, AFTER)
+          .clock(now::get)
+          .build();
+      toClose.add(s);
+      s.start();
+      deliver(1, 0);
+      vllm.send(1, 5, payload(5)); // a gap: the reader asks the replay endpoint for 1..4
+      Socket held = replay.accept(); // and the endpoint never answers
+      Await.until(() -> s.stats().replaysRequested() == 1, "the replay started");
+      now.addAndGet(AFTER.toNanos());
+      for (int i = 0; i < 10; i++) {
+        storingRequest(s);
+      }
+      assertEquals(0, s.stats().silenceReconnects(), "requests during the replay: " + s.stats());
+      held.close(); // the replay fails; message 5 goes on to the sink
+      Await.until(() -> sink.sawLive(5), "message 5 after the replay");
+      for (int i = 0; i < 10; i++) {
+        storingRequest(s);
+      }
+      assertEquals(0, s.stats().silenceReconnects(), "no time has passed since the replay ended");
+      now.addAndGet(AFTER.toNanos());
+      storingRequest(s);
+      assertEquals(1, s.stats().silenceReconnects(), "then the check is on again: " + s.stats());
+      assertEquals(1, s.stats().replayFailures(), s.stats().toString());
+    }
   }
 
   @Test
