@@ -65,7 +65,13 @@ final class KvEventsWatch {
       why.append(s.otherTopicMessages()).append(" messages of other topics were dropped; check ")
           .append("--kv-events-topic against the server's \"topic\"");
     } else {
-      why.append("the subscriber is connected; check that the server runs with ")
+      why.append("the subscriber is connected");
+      if (s.silenceReconnects() > 0) {
+        why.append(" (dropped and made again ").append(s.silenceReconnects())
+            .append(" times for silence, --kv-events-silence: the connection works, the server ")
+            .append("publishes nothing on it)");
+      }
+      why.append("; check that the server runs with ")
           .append("\"enable_kv_cache_events\": true and \"publisher\": \"zmq\" in its ")
           .append("--kv-events-config, and the topic");
     }

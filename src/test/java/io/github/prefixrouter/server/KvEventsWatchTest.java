@@ -61,6 +61,17 @@ class KvEventsWatchTest {
   }
 
   @Test
+  void aConnectionDroppedForSilenceIsNamedWithItsFlag() {
+    // the silence check drops a connection on which nothing arrives while the server answers:
+    // with no event ever, that is the server not publishing, which the warning says
+    served.set(100);
+    events.set(new VllmKvEventSubscriber.Stats(4, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 3));
+    String w = watch.check();
+    assertTrue(w.contains("dropped and made again 3 times for silence")
+        && w.contains("--kv-events-silence") && w.contains("enable_kv_cache_events"), w);
+  }
+
+  @Test
   void aCheckThatThrowsDoesNotEndTheWatch() {
     List<Runnable> tasks = new ArrayList<>();
     Scheduler scheduler = (delay, task) -> {
