@@ -15,6 +15,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -68,7 +69,10 @@ final class CompletionStream {
   private int[] tokens = new int[16];
   private int tokenCount;
   private StringBuilder text = new StringBuilder();
-  private Object usage;
+  /**
+   * The usage of the last usage chunk, checked as it came: read by {@link #whole}, on any thread.
+   */
+  private volatile Object usage;
   /** Whether a chunk had a choice of index 0: a stream without one is misshapen. */
   private boolean choiceZero;
   /** Whether a chunk's choice gave a {@code finish_reason}: later choices are no output. */
@@ -76,19 +80,22 @@ final class CompletionStream {
   private boolean done;
   private long bytesAfterDone;
   /**
-   * The result once choice 0 gave its {@code finish_reason}, as of the chunks read so far (a
-   * later usage chunk replaces it): read by the engine's timer, on another thread than the
-   * feeding one.
+   * The output once choice 0 gave its {@code finish_reason}, copied once then (no later chunk
+   * changes it): read by {@link #whole}, on the engine's timer too, another thread than the
+   * feeding one. Each chunk after the finish used to build the whole result again, a copy of
+   * the whole output, so a server sending tiny chunks then made the feeding thread work in
+   * proportion to the output's length per chunk.
    */
-  private volatile EngineResult whole;
+  private volatile Output output;
   /** Where the stream's heap is taken from, before it grows; null: nowhere. */
   private final BodyBudget.Share share;
   /** Whether the server has reported its cached tokens ({@link OpenAiCompatibleEngine#usage}). */
   private final AtomicBoolean cachedTokensReported;
-  /** The bytes of {@link #share} taken for {@link #text}, {@link #tokens} and {@link #whole}. */
+  /** The bytes of {@link #share} taken for {@link #text} and {@link #tokens}. */
   private long textTaken;
   private long tokensTaken;
-  private boolean wholeTaken;
+  /** How many times the whole output was copied ({@link #outputCopies}). */
+  private final AtomicInteger outputCopies = new AtomicInteger();
 
   /**
    * A stream.
@@ -107,7 +114,7 @@ final class CompletionStream {
    * A stream whose heap is taken from {@code share} before it grows: its parser's buffers
    * ({@link ServerSentEvents}), each chunk's parse as it goes (given back once the chunk is
    * read), and its output, two bytes a character of its text's capacity and four a token of
-   * its tokens', and once more when the output is whole ({@link #whole}). A
+   * its tokens', and once more when the output is whole (the copy {@link #whole} reads). A
    * {@link BodyBudget.Refused} of the share is thrown on from {@link #feed}.
    *
    * @param request the request it answers
@@ -192,12 +199,14 @@ final class CompletionStream {
   /**
    * The output once choice 0 gave its {@code finish_reason} and its piece went to the listener,
    * with the usage if its chunk came since; null before. Unlike the rest of the stream, safe to
-   * call from any thread while it is fed.
+   * call from any thread while it is fed. Each call builds the result (a copy of the output).
    *
    * @return the result so far of a finished stream, or null
+   * @throws EngineException (retryable) if the usage is unusable (it was checked as it came)
    */
   EngineResult whole() {
-    return whole;
+    Output o = output;
+    return o == null ? null : build(o.tokens(), o.text());
   }
 
   /**
@@ -218,11 +227,19 @@ final class CompletionStream {
       // as for a plain answer: no choice of index 0 is no output, not an empty one
       throw failure("unexpected answer shape: no chunk had a choice of index 0", null);
     }
+    Output o = output;
+    return o != null ? build(o.tokens(), o.text())
+        : build(Arrays.copyOf(tokens, tokenCount), text.toString());
+  }
+
+  /** The result of the output {@code outputTokens} and {@code outputText} and the usage. */
+  private EngineResult build(int[] outputTokens, String outputText) {
+    Object u = usage;
     try {
-      int[] counts = OpenAiCompatibleEngine.usage(usage == null ? Map.of() : Map.of("usage", usage),
+      int[] counts = OpenAiCompatibleEngine.usage(u == null ? Map.of() : Map.of("usage", u),
           request, cachedTokensReported);
-      return new EngineResult(Arrays.copyOf(tokens, tokenCount), text.toString(), counts[0],
-          counts[1], -1, -1);
+      outputCopies.incrementAndGet();
+      return new EngineResult(outputTokens, outputText, counts[0], counts[1], -1, -1);
     } catch (Json.JsonException e) {
       throw failure("unexpected usage: " + e.getMessage(), e);
     }
@@ -238,6 +255,16 @@ final class CompletionStream {
     if (r.outputTokens().length > 0 || !r.text().isEmpty()) {
       deliver(r.outputTokens(), r.text());
     }
+  }
+
+  /**
+   * How many times the stream copied its whole output (into a result, or to keep it): work in
+   * proportion to the output's length.
+   *
+   * @return the copies so far
+   */
+  int outputCopies() {
+    return outputCopies.get();
   }
 
   /** No call of the listener starts after this returns; a call in progress has ended. */
@@ -323,14 +350,19 @@ final class CompletionStream {
     } catch (Json.JsonException e) {
       throw failure("unexpected chunk shape: " + e.getMessage(), e);
     }
-    if (finished) {
-      if (!wholeTaken && share != null) {
-        share.take(2L * text.length() + 4L * tokenCount); // a copy of the output, kept
-        wholeTaken = true;
+    if (finished && output == null) {
+      // the finishing piece was given: the output is whole, copied once for whole(), which
+      // reads it with the usage of a later chunk; the chunks after this one copy nothing
+      if (share != null) {
+        share.take(2L * text.length() + 4L * tokenCount); // the copy, kept
       }
-      whole = result(); // the finishing piece was given; a usage chunk after it counts too
+      outputCopies.incrementAndGet();
+      output = new Output(Arrays.copyOf(tokens, tokenCount), text.toString());
     }
   }
+
+  /** The output of a finished stream, as its tokens and text. */
+  private record Output(int[] tokens, String text) {}
 
   private void choice(Object choice) {
     if (finished) {

@@ -671,7 +671,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * arrive and completes the request at {@code [DONE]}, or with the failure that ended it.
    * The HTTP client calls it one signal at a time.
    */
-  private final class EventStreamBody implements HttpResponse.BodySubscriber<Object> {
+  final class EventStreamBody implements HttpResponse.BodySubscriber<Object> {
     /** What the exchange's body completes with: the request was completed by the stream. */
     static final class Streamed {}
 
@@ -712,6 +712,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       try {
         for (ByteBuffer b : items) {
+          if (cancelled) {
+            return; // closed as an earlier buffer was read (the request cancelled as its piece
+            // was given, say): the rest of the batch is not parsed
+          }
           boolean wasDone = stream.done();
           boolean wasFinished = stream.finished();
           EngineException afterDone = null;
@@ -794,7 +798,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * is safe to read there.
      */
     private void completeAfterFinish() {
-      EngineResult r = stream.whole();
+      if (result.isDone()) {
+        return;
+      }
+      EngineResult r = wholeOrFail();
       if (r != null && !result.isDone()) {
         finish(result, stream, r, null);
         if (cancel()) {
@@ -811,13 +818,30 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      * the connection is closed.
      */
     void expire(EngineTimeoutException timeout) {
-      EngineResult r = stream.whole();
+      EngineResult r = wholeOrFail();
       if (r != null) {
         finish(result, stream, r, null);
         cancel();
-      } else {
+      } else if (!result.isDone()) {
         fail(timeout);
       }
+    }
+
+    /**
+     * The stream's result once choice 0 gave its {@code finish_reason} (built now: a copy of the
+     * output), else null. A result that cannot be built fails the request, with what was thrown
+     * (an {@link Error} too, the heap running out as the output is copied: on the timer's thread
+     * it would be lost and the request never answered), and gives null.
+     */
+    private EngineResult wholeOrFail() {
+      try {
+        return stream.whole();
+      } catch (EngineException e) {
+        fail(e);
+      } catch (Throwable e) {
+        fail(unreadAnswer(request, e));
+      }
+      return null;
     }
 
     /** Fails the request and closes the connection. */

@@ -260,10 +260,18 @@ class OpenAiCompatibleEngineErrorTest {
    * the body with it; the stream being finished, {@code onError} builds the result again in
    * {@code onComplete}, which caught only a RuntimeException: the {@code Error} went back to the
    * client, the body had ended (the request's deadline off), and the request was never
-   * answered, its slot held for good.
+   * answered, its slot held for good. The result is built when it is needed: as the body ends,
+   * or, for a body held open after the {@code finish_reason}, on the timer that completes the
+   * request 1 s later, where the {@code Error} would be lost as well.
    */
   @Test
   void anErrorAsAFinishedStreamsResultIsBuiltFailsItAtOnce() throws Exception {
+    anErrorAsAFinishedStreamsResultIsBuiltFailsItAtOnce(false);
+    anErrorAsAFinishedStreamsResultIsBuiltFailsItAtOnce(true);
+  }
+
+  private static void anErrorAsAFinishedStreamsResultIsBuiltFailsItAtOnce(boolean heldOpen)
+      throws Exception {
     OutOfMemoryError thrown = new OutOfMemoryError("Java heap space");
     java.util.concurrent.CountDownLatch firstPiece = new java.util.concurrent.CountDownLatch(1);
     try (ScriptedOpenAiServer server = ScriptedOpenAiServer.start()) {
@@ -278,9 +286,11 @@ class OpenAiCompatibleEngineErrorTest {
         }
         OpenAiCompatibleEngineStreamingTest.send(out,
             OpenAiCompatibleEngineStreamingTest.chunk("b", "[2]", "stop"));
+        if (heldOpen) {
+          server.awaitRelease();
+        }
       });
-      // read each time the result is built: as the finishing chunk is read, and again as the
-      // body ends
+      // read each time the result is built
       java.util.concurrent.atomic.AtomicInteger lengths =
           new java.util.concurrent.atomic.AtomicInteger();
       InferenceRequest request = org.mockito.Mockito.spy(request("s"));
@@ -298,7 +308,8 @@ class OpenAiCompatibleEngineErrorTest {
         f.whenComplete((r, x) -> completions.incrementAndGet());
         ExecutionException failed = assertThrows(ExecutionException.class,
             () -> f.get(10, TimeUnit.SECONDS), () -> "a finished stream whose result could not "
-                + "be built: no answer within 10 s (the result was built " + lengths + " times)");
+                + "be built" + (heldOpen ? ", held open," : "") + ": no answer within 10 s (the "
+                + "result was built " + lengths + " times)");
         assertTrue(failed.getCause() instanceof EngineException, failed.getCause().toString());
         EngineException err = (EngineException) failed.getCause();
         assertSame(thrown, err.getCause(), "the failure does not carry the Error: " + err);
