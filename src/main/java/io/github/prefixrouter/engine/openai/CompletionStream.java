@@ -47,7 +47,9 @@ import org.slf4j.LoggerFactory;
  * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
  * (a plain answer without one fails alike). A stream that ends after choice 0's
  * {@code finish_reason} but before {@code [DONE]} (a proxy that drops it) gives its output: the
- * server said the generation is over; only a usage chunk that did not come is missing.
+ * server said the generation is over; only a usage chunk that did not come is missing. What
+ * {@link #feed} throws after that {@code finish_reason} leaves {@link #whole} as it was: the
+ * engine completes the request with it.
  *
  * <p>The listener is called from {@link #feed} only, one chunk's piece at a time, and never once
  * {@link #close()} returned: the engine closes the stream before it completes the request's

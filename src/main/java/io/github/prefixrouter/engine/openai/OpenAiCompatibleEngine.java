@@ -155,11 +155,14 @@ import org.slf4j.LoggerFactory;
  * than 16 MiB and 6 bytes a character of it too), a line or event
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut, or a connection reset, before {@code [DONE]} and before choice 0's
- * {@code finish_reason} (once that has come, the output is whole: a stream that then ends
- * without {@code [DONE]} completes with it, its usage unknown if the usage chunk did not come
- * either, and one that stays open without {@code [DONE]} completes with it 1 s after the
+ * {@code finish_reason}. Once that has come, the output is whole, and none of these fails the
+ * request any more (an error the server reports after it, for another choice say, or a chunk
+ * that cannot be read: the request completes with its output, and its connection is closed; a
+ * peer would run the whole generation again, for a client that has it all); a stream that then
+ * ends without {@code [DONE]} completes with it, its usage unknown if the usage chunk did not
+ * come either, and one that stays open without {@code [DONE]} completes with it 1 s after the
  * {@code finish_reason}, or at {@code requestTimeout} if that comes first, and its connection is
- * closed). {@code requestTimeout} bounds the whole
+ * closed. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
  * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. The
  * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
@@ -668,8 +671,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /**
    * The body of a streamed answer: feeds its bytes to the {@link CompletionStream} as they
-   * arrive and completes the request at {@code [DONE]}, or with the failure that ended it.
-   * The HTTP client calls it one signal at a time.
+   * arrive and completes the request at {@code [DONE]}, or with the failure that ended it (but
+   * once choice 0 gave its {@code finish_reason}: nothing after it fails the request, which
+   * completes with its output). The HTTP client calls it one signal at a time.
    */
   final class EventStreamBody implements HttpResponse.BodySubscriber<Object> {
     /** What the exchange's body completes with: the request was completed by the stream. */
@@ -743,12 +747,31 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           }
         }
       } catch (EngineException e) {
-        fail(e);
+        end(e);
       } catch (BodyBudget.Refused e) {
-        fail(refusedShare(request, e));
+        end(refusedShare(request, e));
       } catch (RuntimeException e) {
-        fail(new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
+        end(new EngineException("request " + request.id() + ": unusable stream: " + e, true, e));
       }
+    }
+
+    /**
+     * Ends a stream that went wrong with {@code e}: one whose choice 0 gave its
+     * {@code finish_reason} completes with its output, which is whole and streamed (an error the
+     * server reports after it, for another choice say, or a chunk that cannot be read, changes
+     * nothing of it, as a cut there does not: it used to fail the request, retryable, and a peer
+     * ran the whole generation again); any other fails with {@code e}. The connection is closed.
+     */
+    private void end(EngineException e) {
+      EngineResult r = result.isDone() ? null : wholeOrFail();
+      if (r == null) {
+        fail(e);
+        return;
+      }
+      finish(result, stream, r, null);
+      cancel();
+      log.debug("request {}: the event stream went wrong after its finish_reason, completed "
+          + "with its output and closed: {}", request.id(), e.getMessage());
     }
 
     @Override

@@ -513,6 +513,45 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   /**
+   * What goes wrong in a stream after choice 0's finish_reason (an error the server reports, for
+   * another choice say, or a chunk that cannot be read) leaves the output whole and streamed:
+   * the request completes with it, as when the stream is cut or held open there. It used to
+   * fail, retryable, so the node ran the whole generation again on a peer, whose output the
+   * client (which had it all) could get different, a divergence; and whether it failed
+   * depended on the error coming before the 1 s after which a held stream completes.
+   */
+  @Test
+  void whatGoesWrongAfterTheFinishReasonCompletesTheRequestWithItsOutput() throws Exception {
+    String[] afters = {
+        "event: error\ndata: {\"error\":{\"message\":\"engine dead\"}}\n\n",
+        "data: {\"error\":{\"message\":\"engine dead\",\"code\":500}}\n\ndata: [DONE]\n\n",
+        "data: {\"object\":\"error\",\"message\":\"overloaded\",\"code\":503}\n\n"
+            + "data: [DONE]\n\n",
+        "data: {not json\n\ndata: [DONE]\n\n",
+    };
+    for (String after : afters) {
+      for (String usage : new String[] {"", USAGE}) {
+        server.behaviour.set((ex, body) -> send(startStream(ex),
+            chunk("a", "[1]", null) + chunk("b", "[2]", "stop") + usage + after));
+        Pieces pieces = new Pieces();
+        OpenAiCompatibleEngine e = builder().build();
+        EngineResult r;
+        try {
+          r = pieces.run(e, request()).get(20, TimeUnit.SECONDS);
+        } catch (ExecutionException failed) {
+          throw new AssertionError("failed by " + after.strip().replace('\n', ' ') + ": "
+              + failed.getCause(), failed);
+        }
+        assertEquals("ab", r.text(), after);
+        assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+        assertEquals(usage.isEmpty() ? -1 : 2, r.cachedPromptTokens(), "the usage chunk, if any");
+        assertEquals(List.of("a", "b"), pieces.texts);
+        assertEquals(0, e.load().total());
+      }
+    }
+  }
+
+  /**
    * A stream that, after choice 0's finish_reason (and the usage chunk), stays open with neither
    * {@code [DONE]} nor its end (a proxy that drops the one and holds the other) has its whole
    * output: the request completes with it 1 s after the finish_reason, or at requestTimeout
