@@ -487,6 +487,10 @@ final class CompletionStream {
 
   /**
    * The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null.
+   * The code may be a JSON integer, a JSON number with a fraction or an exponent whose value is
+   * whole ({@code 503.0}, {@code 4.29e2}: the parse gives a {@link Double}, which was not taken
+   * for an overload), or a string of the integer ({@code "429"}); a value that is not whole
+   * ({@code 503.5}) is no overload.
    */
   private static Object errorCode(Object root) {
     Object code = Json.path(root, "error", "code");
@@ -494,7 +498,8 @@ final class CompletionStream {
       code = Json.path(root, "code");
     }
     for (long overloaded : new long[] {429, 503}) {
-      if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)) {
+      if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)
+          || code instanceof Double d && d == overloaded) {
         return code;
       }
     }

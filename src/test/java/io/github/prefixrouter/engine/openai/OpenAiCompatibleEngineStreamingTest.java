@@ -288,6 +288,9 @@ class OpenAiCompatibleEngineStreamingTest {
             + "\"code\":503}}\n\ndata: [DONE]\n\n",
         "data: {\"object\":\"error\",\"message\":\"overloaded\",\"code\":429}\n\ndata: [DONE]\n\n",
         "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"code\":\"429\"}}\n\n",
+        // the code written as a JSON float, whole: it was not taken for an overload
+        "data: {\"error\":{\"message\":\"overloaded\",\"code\":503.0}}\n\ndata: [DONE]\n\n",
+        "data: {\"object\":\"error\",\"message\":\"overloaded\",\"code\":4.29e2}\n\n",
     };
     for (String overload : overloads) {
       for (boolean afterOutput : new boolean[] {false, true}) {
@@ -303,12 +306,14 @@ class OpenAiCompatibleEngineStreamingTest {
         assertTrue(e.getMessage().contains("overloaded"), e.getMessage());
       }
     }
-    // another code is no overload
-    server.behaviour.set((ex, body) -> send(startStream(ex),
-        "data: {\"error\":{\"message\":\"boom\",\"code\":500}}\n\ndata: [DONE]\n\n"));
-    EngineException e = failure(new Pieces().run(builder().build(), request()));
-    assertTrue(e.retryable());
-    assertFalse(e instanceof EngineBusyException, e.toString());
+    // another code is no overload, nor one near 429 or 503 that is not whole
+    for (String code : new String[] {"500", "503.5", "429.000001", "\"503.0\""}) {
+      server.behaviour.set((ex, body) -> send(startStream(ex),
+          "data: {\"error\":{\"message\":\"boom\",\"code\":" + code + "}}\n\ndata: [DONE]\n\n"));
+      EngineException e = failure(new Pieces().run(builder().build(), request()));
+      assertTrue(e.retryable(), code);
+      assertFalse(e instanceof EngineBusyException, code + ": " + e);
+    }
   }
 
   @Test
