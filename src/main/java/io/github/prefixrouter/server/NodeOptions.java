@@ -3,6 +3,7 @@ package io.github.prefixrouter.server;
 import com.google.common.net.InetAddresses;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.ModelIds;
 import io.github.prefixrouter.internal.WildcardAddress;
@@ -117,7 +118,9 @@ public final class NodeOptions {
           "                           shortage, not one of --engine-failures) once none has",
           "                           for 1 s; at least 192m; default 256m",
           "  --engine-request-timeout-ms N  how long the server may take to answer one request",
-          "                           (then 504, not tried on a peer); default 240000",
+          "                           (then 504, not tried on a peer); below",
+          "                           --engine-timeout-ms and --peer-max-handling-ms;",
+          "                           default 240000",
           "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
           "                           routes) become token ids: auto asks the server's /tokenize",
           "                           (vLLM's; its chat template too), or tokenizes per character",
@@ -718,6 +721,10 @@ public final class NodeOptions {
       // RouterConfig names its fields; the operator typed flags (or config file keys)
       throw new IllegalArgumentException(configFlagNames(e.getMessage()), e);
     }
+    if (!engine.equals("reference")) {
+      checkRequestTimeoutBelowLimits(engineRequestTimeout, config.engineTimeout(),
+          v.containsKey("engine-timeout-ms"), peerMaxHandling);
+    }
     if (engine.equals("reference")) {
       // the reference engine's own limits (ReferenceEngine.Builder), checked here so that a bad
       // value is a bad flag (status 2, naming it) rather than a failure while starting
@@ -1095,6 +1102,43 @@ public final class NodeOptions {
       throw new IllegalArgumentException(flagName(e.getMessage()), e);
     }
     return b;
+  }
+
+  /**
+   * Refuses an OpenAI-compatible server's request timeout that is not below the node's own
+   * limits, each flag not given counted at its default: at or above the engine timeout the node
+   * ends the request first, and at or above the peer port's handling limit the transport answers
+   * a peer's forward 504 first, so the request timeout set would never be reached.
+   *
+   * @param requestTimeout {@code --engine-request-timeout-ms}, or null for the adapter's default
+   * @param engineTimeout the config's engine timeout ({@code --engine-timeout-ms} or its default)
+   * @param engineTimeoutGiven whether {@code --engine-timeout-ms} was given
+   * @param peerMaxHandling {@code --peer-max-handling-ms}, or null for the transport's default
+   * @throws IllegalArgumentException naming both flags of each pair out of order
+   */
+  private static void checkRequestTimeoutBelowLimits(Duration requestTimeout,
+      Duration engineTimeout, boolean engineTimeoutGiven, Duration peerMaxHandling) {
+    String request = "--engine-request-timeout-ms (" + (requestTimeout != null
+        ? requestTimeout.toMillis() + " ms)"
+        : OpenAiCompatibleEngine.DEFAULT_REQUEST_TIMEOUT.toMillis() + " ms, the default)");
+    Duration timeout =
+        requestTimeout != null ? requestTimeout : OpenAiCompatibleEngine.DEFAULT_REQUEST_TIMEOUT;
+    Duration handling =
+        peerMaxHandling != null ? peerMaxHandling : HttpTransport.DEFAULT_MAX_HANDLING_TIME;
+    List<String> problems = new ArrayList<>();
+    if (timeout.compareTo(engineTimeout) >= 0) {
+      problems.add(request + " must be below --engine-timeout-ms (" + engineTimeout.toMillis()
+          + (engineTimeoutGiven ? " ms)" : " ms, the default)")
+          + ", the node's own limit on one engine run, which would end the request first");
+    }
+    if (timeout.compareTo(handling) >= 0) {
+      problems.add(request + " must be below --peer-max-handling-ms (" + handling.toMillis()
+          + (peerMaxHandling != null ? " ms)" : " ms, the default)")
+          + ", after which a peer's forward is answered 504 first");
+    }
+    if (!problems.isEmpty()) {
+      throw new IllegalArgumentException(String.join("; ", problems));
+    }
   }
 
   /** A duration flag in milliseconds, 1 ms to 365 days, or null when not given. */

@@ -72,6 +72,51 @@ class NodeOptionsCheckTest {
     refused(() -> RouterConfig.builder().watermarks(40, 32).build(), "lowWatermark (40)");
   }
 
+  /**
+   * The server's request timeout must end a request before the node's own limits do: at or
+   * above {@code --engine-timeout-ms} the node's engine timeout cuts it first, and at or above
+   * {@code --peer-max-handling-ms} a peer's forward is answered 504 by the transport first, so
+   * the timeout set never takes effect. Such a pair is a bad flag naming both flags, the flags
+   * not given counting at their defaults (240000, 600000 and 300000 ms). It was accepted.
+   */
+  @Test
+  void anEngineRequestTimeoutNotBelowTheNodesOwnLimitsIsABadFlag() {
+    String url = "http://127.0.0.1:8000";
+    String m = refused(() -> node("--engine", url, "--engine-request-timeout-ms", "900000"),
+        "--engine-request-timeout-ms (900000 ms) must be below --engine-timeout-ms"
+            + " (600000 ms, the default)",
+        "--engine-request-timeout-ms (900000 ms) must be below --peer-max-handling-ms"
+            + " (300000 ms, the default)");
+    assertFalse(m.contains("requestTimeout") || m.contains("maxHandlingTime"), m);
+    // equal is not below: the two timers race
+    refused(() -> node("--engine", url, "--engine-request-timeout-ms", "300000"),
+        "--engine-request-timeout-ms (300000 ms) must be below --peer-max-handling-ms"
+            + " (300000 ms, the default)");
+    // the request timeout's default counts too
+    m = refused(() -> node("--engine", url, "--peer-max-handling-ms", "240000"),
+        "--engine-request-timeout-ms (240000 ms, the default) must be below"
+            + " --peer-max-handling-ms (240000 ms)");
+    assertFalse(m.contains("--engine-timeout-ms"), m);
+    refused(() -> node("--engine", url, "--engine-timeout-ms", "120000"),
+        "--engine-request-timeout-ms (240000 ms, the default) must be below"
+            + " --engine-timeout-ms (120000 ms)");
+    refused(() -> node("--engine", url, "--engine-request-timeout-ms", "400000",
+        "--peer-max-handling-ms", "500000", "--engine-timeout-ms", "400000"),
+        "--engine-request-timeout-ms (400000 ms) must be below --engine-timeout-ms (400000 ms)");
+    // in order, defaults included: accepted as before
+    assertEquals(null, node("--engine", url).engineRequestTimeout);
+    assertEquals(java.time.Duration.ofMillis(299_999), node("--engine", url,
+        "--engine-request-timeout-ms", "299999").engineRequestTimeout);
+    NodeOptions o = node("--engine", url, "--engine-request-timeout-ms", "900000",
+        "--peer-max-handling-ms", "1200000", "--engine-timeout-ms", "1500000");
+    assertEquals(java.time.Duration.ofMinutes(15), o.engineRequestTimeout);
+    assertEquals(java.time.Duration.ofMillis(240_001), node("--engine", url,
+        "--peer-max-handling-ms", "240001").peerMaxHandling);
+    // the reference engine has no request timeout: the node's limits may be set as low as wanted
+    assertEquals(java.time.Duration.ofSeconds(1), node("--engine-timeout-ms", "1000",
+        "--peer-max-handling-ms", "1000").peerMaxHandling);
+  }
+
   @Test
   void aModelIdRouterConfigWouldRefuseIsABadFlag() {
     String tooLong = "m".repeat(257);

@@ -237,6 +237,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    */
   public static final long DEFAULT_ANSWER_BUDGET = 256L << 20;
 
+  /** The default {@linkplain Builder#requestTimeout request timeout}: 4 min. */
+  public static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofMinutes(4);
+
   private final URI completionsUri;
   private final URI healthUri;
   private final URI modelsUri;
@@ -1643,7 +1646,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private String model;
     private String apiKey;
     private Duration connectTimeout = Duration.ofSeconds(2);
-    private Duration requestTimeout = Duration.ofMinutes(4);
+    private Duration requestTimeout = DEFAULT_REQUEST_TIMEOUT;
     private int maxResponseBytes = 8 << 20;
     private Integer maxInFlight; // null: 2 x slots
     private Integer slots; // null: 256, or maxInFlight when that is set lower

@@ -305,6 +305,8 @@ public final class HttpTransport implements Transport {
    * of it.
    */
   public static final long DEFAULT_BODY_BUDGET = 64L << 20;
+  /** The default {@link Builder#maxHandlingTime}: 5 min. */
+  public static final Duration DEFAULT_MAX_HANDLING_TIME = Duration.ofMinutes(5);
   /** Seconds a peer told it is busy should wait ({@code Retry-After}): about a busy cool-down. */
   static final String RETRY_AFTER_SECONDS = "1";
   /**
@@ -1984,7 +1986,7 @@ public final class HttpTransport implements Transport {
     private boolean bindNodeIds;
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration messageTimeout = Duration.ofSeconds(5);
-    private Duration maxHandlingTime = Duration.ofMinutes(5);
+    private Duration maxHandlingTime = DEFAULT_MAX_HANDLING_TIME;
     private Duration inboundIoTimeout = Duration.ofSeconds(10);
     private Duration replayWindow = Duration.ofSeconds(30);
     private int maxNoncesPerSender = 1 << 17;
