@@ -225,13 +225,15 @@ final class StatsTables {
               + "does not name the node id they claim to come from (--tls-bind-node-ids).",
           HttpTransport.Stats::senderNotInCertificate)
       .gauge("body_budget_held_bytes", T + "body_budget_held_bytes",
-          "Heap held by the bodies of messages and requests being read on the peer port and not "
-              + "yet authenticated, in bytes, taken from the body budget (--peer-body-budget).",
+          "Heap held by the bodies of messages and requests being read on the peer port, and of "
+              + "the answers to this node's requests being read, not yet authenticated, in bytes, "
+              + "taken from the body budget (--peer-body-budget).",
           HttpTransport.Stats::bodyBudgetHeldBytes)
       .counter("body_budget_refused", T + "body_budget_refused_total",
-          "Messages and requests on the peer port answered 503 because the body budget "
-              + "(--peer-body-budget) could not give what their body needed while other bodies "
-              + "held it.", HttpTransport.Stats::bodyBudgetRefused)
+          "Messages and requests on the peer port answered 503, and this node's requests to "
+              + "peers failed (run here instead), because the body budget (--peer-body-budget) "
+              + "could not give what their body or answer needed while other bodies held it.",
+          HttpTransport.Stats::bodyBudgetRefused)
       .counter("internal_errors", T + "internal_errors_total",
           "Messages and requests from peers answered 500 for a failure of this node's own, not "
               + "its handler's: its HMAC (the host's JCA provider's) threw as it checked their "

@@ -222,6 +222,10 @@ import org.slf4j.LoggerFactory;
  * theirs back, and is answered 503 once none has for 1 s ({@link Stats#bodyBudgetRefused()}).
  * These 503s carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}. They
  * also say {@code Connection: close}, as the body is left unread (all or part of it).
+ * The peers' answers to this transport's own requests take their shares of the same budget as
+ * they arrive, until they are authenticated and handed on: one that cannot get its share within
+ * the same wait fails its request with {@code TOO_LARGE} (this node's shortage, not the peer's
+ * fault), counted alike.
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -790,6 +794,10 @@ public final class HttpTransport implements Transport {
       fail(result, kindOf(e), "cannot build the request to " + to + ": " + e, e);
       return result;
     }
+    // the answer takes its heap from the body budget as it arrives, until it is authenticated
+    // and handed on, as inbound bodies do: given back however the request ends
+    BodyBudget.Share share = bodies.share();
+    result.whenComplete((v, e) -> share.close());
     CompletableFuture<HttpResponse<byte[]>> http;
     try {
       ScheduledFuture<?> timeoutTask =
@@ -800,7 +808,7 @@ public final class HttpTransport implements Transport {
               TimeUnit.NANOSECONDS);
       result.whenComplete((v, e) -> timeoutTask.cancel(false));
       http = client.sendAsync(req,
-          info -> CappedBody.orFail(info, config.maxMessageBytes, TooLargeException::new));
+          info -> CappedBody.orFail(info, config.maxMessageBytes, TooLargeException::new, share));
     } catch (RuntimeException e) { // executors shut down by a concurrent close: never sent
       fail(result, TransportException.Kind.CLOSED, "transport closed", e);
       return result;
@@ -820,6 +828,15 @@ public final class HttpTransport implements Transport {
         (resp, err) -> {
           if (err != null) {
             Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
+            if (refusedShare(c)) {
+              // this node's shortage, not the peer's fault: the node runs the request itself
+              // and does not cool the peer down, as for an answer above maxMessageBytes
+              fail(result, TransportException.Kind.TOO_LARGE, "the answer from " + to
+                  + " could not get its share of the heap this node gives bodies being read"
+                  + " before they are authenticated (" + bodies.capacity() + " bytes, bodyBudget):"
+                  + " other bodies held it", c);
+              return;
+            }
             fail(result, kindOf(c), "request to " + to + " failed: " + c, c);
             return;
           }
@@ -1190,6 +1207,16 @@ public final class HttpTransport implements Transport {
       release(peer);
     }
     return true;
+  }
+
+  /** Whether {@code t}, or one of its causes, is the body budget's refusal of a share. */
+  private static boolean refusedShare(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+      if (c instanceof BodyBudget.Refused) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private TransportException.Kind kindOf(Throwable t) {
@@ -1892,10 +1919,12 @@ public final class HttpTransport implements Transport {
    * @param senderNotInCertificate inbound messages and requests, and answers, refused because
    *     the TLS certificate they came with does not name the node id they claim to come from
    *     ({@link Builder#bindNodeIdsToCertificates}); always 0 with that option off
-   * @param bodyBudgetHeldBytes the heap the inbound bodies being read and authenticated hold
-   *     now, in bytes, taken from the {@linkplain Builder#bodyBudget body budget}
-   * @param bodyBudgetRefused inbound messages and requests answered 503 because the body
-   *     budget could not give what their body needed while other bodies held it
+   * @param bodyBudgetHeldBytes the heap the inbound bodies being read and authenticated, and
+   *     the answers to this transport's requests being read and authenticated, hold now, in
+   *     bytes, taken from the {@linkplain Builder#bodyBudget body budget}
+   * @param bodyBudgetRefused inbound messages and requests answered 503, and requests failed
+   *     with {@code TOO_LARGE}, because the body budget could not give what their body or
+   *     answer needed while other bodies held it
    * @param internalErrors inbound messages and requests answered 500 for a failure of this
    *     node's own, not its handler's: its HMAC (the host's JCA provider's) threw as it checked
    *     their MAC or signed the answer, or something else threw as it read, checked or handed
@@ -2344,7 +2373,10 @@ public final class HttpTransport implements Transport {
      * Default {@value HttpTransport#DEFAULT_BODY_BUDGET} bytes (64 MiB: 16 bodies of the default
      * {@link #maxMessageBytes}, 4 MiB, at once), or twice {@code maxMessageBytes} if that is
      * more. Without the budget, {@code readerThreads} bodies of {@code maxMessageBytes} each
-     * (256 MiB at the defaults) could be held before any authentication.
+     * (256 MiB at the defaults) could be held before any authentication. The answers to this
+     * transport's own requests take their shares of it too (from 64 KiB up), as they arrive and
+     * until they are authenticated: one whose share does not come free within the same wait
+     * fails its request with {@link TransportException.Kind#TOO_LARGE}, counted alike.
      *
      * @param bytes the budget, at least twice {@link #maxMessageBytes} (what one body can take,
      *     so that one message alone always gets its share)

@@ -280,6 +280,58 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
         .filter(t -> t.isAlive() && t.getName().startsWith(prefix)).count();
   }
 
+  /**
+   * The answers to this node's requests take their heap from the body budget as they arrive,
+   * until they are authenticated, as inbound bodies do: a peer (or anyone on the path, without
+   * TLS) that sends large answers slowly holds at most the budget, and an answer that cannot get
+   * its share fails its request as {@code TOO_LARGE} (the node runs it itself, without cooling
+   * the peer down), counted with the budget's other refusals. Answers were read with no share,
+   * up to {@code maxMessageBytes} each in a growing buffer, for every request in flight.
+   */
+  @Test
+  void answersTakeTheirShareOfTheBudgetAndOneBeyondItFailsItsRequest() throws Exception {
+    // answers of at most 64 KiB, a budget of two of them
+    HttpTransport a = start(node("a").inboundIoTimeout(LONG_IO_TIMEOUT).maxMessageBytes(64 * KIB)
+        .bodyBudget(128 * KIB), new HttpTransportTest.Recorder());
+    // a peer that answers 200 with all of a 64 KiB body but one byte, and then stalls
+    StallingHttpPeer peer = new StallingHttpPeer("HTTP/1.1 200 OK\r\nContent-Length: "
+        + 64 * KIB + "\r\n\r\n" + "x".repeat(64 * KIB - 1));
+    io.github.prefixrouter.spi.PeerAddress p =
+        new io.github.prefixrouter.spi.PeerAddress("p", "127.0.0.1:" + peer.port());
+    List<java.util.concurrent.CompletableFuture<byte[]>> stalled = new ArrayList<>();
+    for (int i = 1; i <= 2; i++) {
+      stalled.add(a.request(p, new byte[100], Duration.ofSeconds(60)));
+      long expected = i * 64L * KIB;
+      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
+          "the stalled answers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes()
+              + ")");
+    }
+    // a third answer finds the budget held: refused once none gave any back for 1 s, long
+    // before its 60 s timeout, as an answer this node cannot take now
+    java.util.concurrent.CompletableFuture<byte[]> third =
+        a.request(p, new byte[100], Duration.ofSeconds(60));
+    assertEquals(TransportException.Kind.TOO_LARGE, failureKind(third));
+    assertEquals(1, a.stats().bodyBudgetRefused());
+    assertEquals(128L * KIB, a.stats().bodyBudgetHeldBytes(), "never more than the budget");
+    for (java.util.concurrent.CompletableFuture<byte[]> f : stalled) {
+      assertTrue(!f.isDone(), "the stalled answers are still being read");
+    }
+    // the peer goes away: the stalled answers fail and give their shares back
+    peer.close();
+    for (java.util.concurrent.CompletableFuture<byte[]> f : stalled) {
+      failureKind(f);
+    }
+    Await.until(() -> a.stats().bodyBudgetHeldBytes() == 0,
+        "the budget is back (held " + a.stats().bodyBudgetHeldBytes() + ")");
+    // an answer from a real peer passes, and holds nothing once handed on
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    byte[] answer = a.request(b.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
+        Duration.ofSeconds(30)).get(30, TimeUnit.SECONDS);
+    assertEquals("echo a hi", new String(answer, StandardCharsets.UTF_8));
+    assertEquals(0, a.stats().bodyBudgetHeldBytes(), "given back once authenticated");
+    assertEquals(1, a.stats().bodyBudgetRefused());
+  }
+
   @Test
   void aTooSmallBodyBudgetIsRefused() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
