@@ -91,6 +91,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   /** The name of the default reader thread. */
   public static final String THREAD_NAME = "prefix-router-kv-events";
 
+  /** The frames of every message: topic, sequence number, payload. */
+  static final int FRAMES = 3;
+
   /** The sequence number of vLLM's end-of-replay marker. */
   static final long END_OF_REPLAY = -1;
 
@@ -594,7 +597,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   }
 
   private void handle(List<byte[]> msg) {
-    if (msg.size() != 3 || msg.get(1).length != 8) {
+    if (msg.size() != FRAMES || msg.get(1).length != 8) {
       malformedMessages.incrementAndGet();
       log.debug("dropped a malformed KV-event message of {} frame(s)", msg.size());
       return;
@@ -732,7 +735,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         } catch (SocketTimeoutException e) {
           throw System.nanoTime() - deadline >= 0 ? replayTooLong() : e;
         }
-        if (m.size() != 3 || m.get(0).length != 0 || m.get(1).length != 8) {
+        if (m.size() != FRAMES || m.get(0).length != 0 || m.get(1).length != 8) {
           throw new IOException("a replayed message of " + m.size()
               + " frame(s) is not [empty, 8-byte sequence number, payload]");
         }
@@ -1149,9 +1152,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
 
     /**
-     * The most frames a message may have; default 16 (vLLM sends 3).
+     * The most frames a message may have; default 16. Every vLLM message has 3 frames (topic,
+     * sequence number, payload), so {@link #build()} refuses a limit below 3, which no message
+     * could pass.
      *
-     * @param n the limit, at least 1
+     * @param n the limit, at least 3
      * @return this builder
      */
     public Builder maxFramesPerMessage(int n) {
@@ -1184,10 +1189,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       } else if (listener != null) {
         throw new IllegalStateException("give either a listener or a sink, not both");
       }
-      if (maxFrames < 1) {
-        // ZmtpOptions would refuse it too, naming its own field rather than this method
-        throw new IllegalArgumentException(
-            "maxFramesPerMessage must be at least 1, was " + maxFrames);
+      if (maxFrames < FRAMES) {
+        // every message would break the limit: the reader would drop the connection, clear
+        // the mirror and reconnect for ever, taking no message
+        throw new IllegalArgumentException("maxFramesPerMessage must be at least " + FRAMES
+            + " (a vLLM message has " + FRAMES + " frames), was " + maxFrames);
       }
       if (replayTimeout == null || replayTimeout.isNegative() || replayTimeout.isZero()
           || replayTimeout.compareTo(ZmtpOptions.MAX_TIMEOUT) > 0) {

@@ -1085,6 +1085,24 @@ class VllmKvEventSubscriberTest {
     }
   }
 
+  /**
+   * Every vLLM message is three frames (topic, sequence number, payload), so a frame limit below
+   * 3 can pass none: each message broke the limit, and the reader dropped the connection,
+   * cleared the mirror and reconnected for ever (165 connections in 3 s, no message taken).
+   */
+  @Test
+  void aFrameLimitBelowTheThreeFramesOfAVllmMessageIsRefused() {
+    for (int bad : new int[] {1, 2}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").sink(sink)
+              .maxFramesPerMessage(bad).build(), "maxFramesPerMessage(" + bad + ")");
+      assertEquals("maxFramesPerMessage must be at least 3 (a vLLM message has 3 frames), was "
+          + bad, e.getMessage());
+    }
+    assertNotNull(VllmKvEventSubscriber.builder().endpoint("tcp://127.0.0.1:5557").sink(sink)
+        .maxFramesPerMessage(3).build());
+  }
+
   @Test
   void theBuilderNeedsAnEndpointAndAListenerWithItsBlockSize() {
     CacheEventListener listener = new CacheEventListener() {};
