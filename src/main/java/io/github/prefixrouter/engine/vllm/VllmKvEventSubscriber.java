@@ -2,6 +2,7 @@ package io.github.prefixrouter.engine.vllm;
 
 import io.github.prefixrouter.internal.zmq.ZmtpEndpoint;
 import io.github.prefixrouter.internal.zmq.ZmtpOptions;
+import io.github.prefixrouter.internal.zmq.ZmtpProtocolException;
 import io.github.prefixrouter.internal.zmq.ZmtpSocket;
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.io.IOException;
@@ -440,9 +441,9 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private void run() {
     long backoff = minBackoffNanos;
     boolean failing = false;
-    // connections lost in a row without a message: a publisher dropping every connection after
-    // its handshake is reconnected at the minimum backoff, and logged only at the 1st, 2nd,
-    // 4th, 8th... loss of the run
+    // connections lost in a row without a message: a publisher closing every connection after
+    // its handshake is reconnected at the minimum backoff (one breaking the protocol or a limit
+    // on each, ever more slowly), and logged only at the 1st, 2nd, 4th, 8th... loss of the run
     long quietLosses = 0;
     while (!closed) {
       ZmtpSocket s = new ZmtpSocket(ZmtpSocket.Type.SUB, liveOptions);
@@ -454,6 +455,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       }
       boolean established = false;
       boolean received = false;
+      long messagesBefore = messages.get();
       try {
         connect(s, resolve(endpoint.host()), endpoint.port());
         s.subscribe(topic);
@@ -465,7 +467,6 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
           silenceDrop = false;
         }
         connects.incrementAndGet();
-        backoff = minBackoffNanos;
         failing = false;
         if (Long.bitCount(quietLosses) <= 1) { // the first, or after a loss that was logged
           log.info("connected to vLLM's KV-event publisher at {} (topic '{}')", endpoint,
@@ -504,6 +505,11 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
         }
         if (closed) {
           break;
+        }
+        if (established && !refusedBeforeAMessage(e, silent, messages.get() > messagesBefore)) {
+          // the publisher worked (or may have: it went away, or went silent): the backoff
+          // starts over
+          backoff = minBackoffNanos;
         }
         long wait = delay(backoff);
         if (established && silent) {
@@ -564,6 +570,22 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
       }
     }
     log.debug("KV-event reader for {} stopped", endpoint);
+  }
+
+  /**
+   * Whether an established connection ended as one the publisher refuses: in a protocol or
+   * limit error (a message too large or of too many frames, reserved flags, bad framing), or an
+   * {@link Error} or unchecked exception while reading (the heap running out on a message, say),
+   * before any message of the topic was taken. The backoff then goes on doubling, as after a
+   * failed connect: it used to start over at every handshake, and a publisher (or a proxy)
+   * whose first message always broke a limit was reconnected at the minimum backoff for ever,
+   * the mirror cleared and a loss logged each time. A connection that delivered a message, or
+   * that ended otherwise (closed by the publisher, timed out, dropped for silence), shows a
+   * publisher that works, and the backoff starts over.
+   */
+  private static boolean refusedBeforeAMessage(Throwable e, boolean silent, boolean delivered) {
+    return !delivered && !silent
+        && (e instanceof ZmtpProtocolException || !(e instanceof IOException));
   }
 
   /**
@@ -1020,8 +1042,12 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
 
     /**
-     * The wait before reconnecting: {@code min} after the first failure, doubling up to {@code
-     * max}; default 100 ms to 5 s.
+     * The wait before reconnecting: {@code min} after the first failure, doubling with each
+     * failure up to {@code max}; default 100 ms to 5 s. It goes back to {@code min} when a
+     * connection whose handshake completed ends, unless that connection ended in a protocol or
+     * limit error (or an {@link Error} while reading) before any message arrived on it: a
+     * publisher whose first message always breaks a limit is retried ever more slowly, not at
+     * {@code min} for ever.
      *
      * @param min the first wait, positive
      * @param max the longest wait, at least {@code min}, at most 365 days

@@ -644,6 +644,106 @@ class VllmKvEventSubscriberTest {
         connects + " connects: " + (text.length() > 2_000 ? text.substring(0, 2_000) : text));
   }
 
+  /**
+   * A jitter source that records each backoff the reader draws a wait for and waits the whole
+   * of it: the reader asks for a value below {@code backoff - backoff / 2 + 1}.
+   */
+  private static final class BackoffRecorder implements java.util.random.RandomGenerator {
+    final List<Long> millis = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @Override
+    public long nextLong() {
+      throw new AssertionError("the reader draws bounded values only");
+    }
+
+    @Override
+    public long nextLong(long bound) {
+      millis.add(TimeUnit.NANOSECONDS.toMillis(2 * (bound - 1)));
+      return bound - 1;
+    }
+
+    List<Long> first(int n) {
+      return List.copyOf(millis.subList(0, n));
+    }
+  }
+
+  /**
+   * A publisher (or a proxy in front of it) whose first message after the handshake breaks a
+   * limit on every connection is refused on each, before any message is taken: the backoff
+   * restarted at its minimum after every handshake, so it was reconnected ten times a second
+   * for ever (at the default 100 ms), the mirror cleared and a loss logged on each. It now
+   * doubles up to its maximum, as for a publisher that refuses the connection.
+   */
+  @ParameterizedTest(name = "{0}")
+  @ValueSource(strings = {"too many frames", "too large", "reserved flags"})
+  void aPublisherWhoseFirstMessageBreaksALimitIsReconnectedEverMoreSlowly(String how)
+      throws Exception {
+    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
+    byte[] bad = switch (how) {
+      case "too many frames" -> ZmtpBytes.of()
+          .message(new byte[0], seq(0), payload(0), new byte[1]).bytes();
+      case "too large" -> ZmtpBytes.of().message(new byte[0], seq(0), new byte[2048]).bytes();
+      default -> ZmtpBytes.of().raw((byte) 0x80, (byte) 0).bytes();
+    };
+    BackoffRecorder backoffs = new BackoffRecorder();
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(handshake);
+      out.flush();
+      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
+      out.write(bad);
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    })) {
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
+          .maxFramesPerMessage(3).maxMessageBytes(1024)
+          .reconnectBackoff(Duration.ofMillis(2), Duration.ofMillis(32)).jitter(backoffs));
+      Await.until(() -> backoffs.millis.size() >= 7, "seven refused connections");
+      assertEquals(List.of(2L, 4L, 8L, 16L, 32L, 32L, 32L), backoffs.first(7),
+          "the waits after connections ending in a protocol error, in ms");
+      s.close();
+      VllmKvEventSubscriber.Stats st = s.stats();
+      assertEquals(0, st.messages());
+      assertEquals(st.connects(), st.disconnects());
+      assertEquals(0, st.connectFailures());
+    }
+    assertEquals(0, sink.size());
+  }
+
+  /**
+   * A connection that delivered a message before it broke a limit shows a working publisher:
+   * the backoff starts over at its minimum, however long it had grown before.
+   */
+  @Test
+  void aConnectionThatDeliveredAMessageRestartsTheBackoff() throws Exception {
+    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
+    byte[] bad = ZmtpBytes.of().raw((byte) 0x80, (byte) 0).bytes();
+    byte[] goodThenBad = ZmtpBytes.of().message(new byte[0], seq(0), payload(0))
+        .raw((byte) 0x80, (byte) 0).bytes();
+    java.util.concurrent.atomic.AtomicInteger connections =
+        new java.util.concurrent.atomic.AtomicInteger();
+    BackoffRecorder backoffs = new BackoffRecorder();
+    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(handshake);
+      out.flush();
+      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
+      // the 4th connection delivers a message before its bad frame, the others do not
+      out.write(connections.incrementAndGet() == 4 ? goodThenBad : bad);
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    })) {
+      VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
+          .reconnectBackoff(Duration.ofMillis(2), Duration.ofMillis(64)).jitter(backoffs));
+      Await.until(() -> backoffs.millis.size() >= 6, "six lost connections");
+      assertEquals(List.of(2L, 4L, 8L, 2L, 4L, 8L), backoffs.first(6),
+          "the waits after each connection, in ms (the 4th delivered a message)");
+      s.close();
+      assertEquals(1, s.stats().messages());
+    }
+    assertEquals(1, sink.size());
+  }
+
   @Test
   void byDefaultMessagesOfEveryTopicAreTaken() throws Exception {
     // vLLM's and SGLang's publishers send an empty topic unless told otherwise; a subscriber
