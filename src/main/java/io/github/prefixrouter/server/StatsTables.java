@@ -593,6 +593,10 @@ final class StatsTables {
       .counter("ignored_events", K + "ignored_events_total",
           "Events with a tag this version does not know (a newer vLLM's), skipped.",
           s -> s.receiver().ignoredEvents())
+      .counter("empty_events", K + "empty_events_total",
+          "BlockStored and BlockRemoved events naming no block, skipped (those of a skipped "
+              + "KV-cache group count in other_group_events).",
+          s -> s.receiver().emptyEvents())
       .counter("listener_failures", K + "listener_failures_total",
           "Calls of the tree's cache event listener that threw, logged and passed over.",
           s -> s.receiver().listenerFailures())

@@ -59,6 +59,17 @@ sealed interface KvEvent {
    */
   record TierCleared(String medium) implements KvEvent {}
 
+  /**
+   * A {@code BlockStored} or {@code BlockRemoved} naming no block: it changes nothing a mirror
+   * holds, and the decoder shares one instance among all those of a batch with the same group
+   * and kind; skipped. vLLM sends such a store for a KV-cache group whose new blocks all left
+   * its sliding window: its kind still tells the receiver to skip that group's events.
+   *
+   * @param group the KV-cache group ({@code group_idx}), or null if nil or absent
+   * @param groupKind a store's {@code kv_cache_spec_kind}, or null (always for a removal)
+   */
+  record NoBlocks(Long group, String groupKind) implements KvEvent {}
+
   /** An event whose tag this decoder does not know (a newer vLLM); skipped. */
   record Unknown(String tag) implements KvEvent {}
 }

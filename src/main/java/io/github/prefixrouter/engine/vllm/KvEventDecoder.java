@@ -26,6 +26,7 @@ final class KvEventDecoder {
   static final String CLEARED = "AllBlocksCleared";
   static final String TIER_CLEARED = "TierBlocksCleared";
   private static final KvEvent.Cleared CLEARED_EVENT = new KvEvent.Cleared();
+  private static final KvEvent.NoBlocks NO_BLOCKS = new KvEvent.NoBlocks(null, null);
 
   /** The key of the tag in an event encoded as a map (msgspec's default tag field). */
   static final String TAG_KEY = "type";
@@ -35,6 +36,12 @@ final class KvEventDecoder {
    * unknown tags share one instance (see {@link #decode}).
    */
   static final int MAX_UNKNOWN_TAGS = 64;
+
+  /**
+   * Distinct groups and kinds of one batch's stores and removals naming no block that keep
+   * them; those of further groups share one instance naming none (see {@link #decode}).
+   */
+  static final int MAX_NO_BLOCK_GROUPS = 64;
 
   private static final int BATCH_DEPTH = 1;
   private static final int EVENT_DEPTH = 3;
@@ -47,6 +54,9 @@ final class KvEventDecoder {
    * tag for the first {@link #MAX_UNKNOWN_TAGS} distinct unknown tags of the batch, and one
    * (holding the first of them) for the events of every further unknown tag, so that a payload
    * of tiny events of distinct tags retains a reference per event, not an event and a tag.
+   * Stores and removals naming no block, whatever else they carry, are {@link KvEvent.NoBlocks}
+   * instances shared in the same way: one per group and kind for the first {@link
+   * #MAX_NO_BLOCK_GROUPS} of the batch, and one naming none for the others.
    *
    * @throws MalformedKvEventException if the payload is not exactly one well-formed batch
    */
@@ -111,9 +121,17 @@ final class KvEventDecoder {
     // an event kept per event made a 16 MiB payload hold about 190 MB
     Map<String, KvEvent> unknown = new HashMap<>();
     KvEvent otherTags = null;
+    Map<KvEvent.NoBlocks, KvEvent.NoBlocks> noBlocks = new HashMap<>();
     for (int i = 0; i < n; i++) {
       KvEvent e = readEvent(r);
-      if (e instanceof KvEvent.Unknown u) {
+      // a store or removal naming no block changes nothing (17 bytes, ["BlockStored", [], nil,
+      // [], 16], decoded to an event and two arrays: a 16 MiB payload of them held 86 MiB, and
+      // each was passed to the listener)
+      if (e instanceof KvEvent.Stored s && s.hashes().length == 0) {
+        e = shared(noBlocks, new KvEvent.NoBlocks(s.group(), s.groupKind()));
+      } else if (e instanceof KvEvent.Removed d && d.hashes().length == 0) {
+        e = shared(noBlocks, new KvEvent.NoBlocks(d.group(), null));
+      } else if (e instanceof KvEvent.Unknown u) {
         KvEvent shared = unknown.get(u.tag());
         if (shared != null) {
           e = shared;
@@ -129,6 +147,23 @@ final class KvEventDecoder {
       events.add(e);
     }
     return events;
+  }
+
+  /** The batch's instance equal to {@code e}, or {@code e} made one, or the one naming none. */
+  private static KvEvent.NoBlocks shared(Map<KvEvent.NoBlocks, KvEvent.NoBlocks> seen,
+      KvEvent.NoBlocks e) {
+    if (e.equals(NO_BLOCKS)) {
+      return NO_BLOCKS;
+    }
+    KvEvent.NoBlocks shared = seen.get(e);
+    if (shared != null) {
+      return shared;
+    }
+    if (seen.size() < MAX_NO_BLOCK_GROUPS) {
+      seen.put(e, e);
+      return e;
+    }
+    return NO_BLOCKS;
   }
 
   private static KvEvent readEvent(MsgpackReader r) throws MalformedKvEventException {

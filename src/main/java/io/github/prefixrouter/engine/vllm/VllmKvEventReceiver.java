@@ -23,8 +23,8 @@ import org.slf4j.LoggerFactory;
  * {@link CacheEventListener#onBlocksRemoved}, {@code AllBlocksCleared}
  * {@link CacheEventListener#onAllCleared}, and so does {@code TierBlocksCleared} (a clear of
  * one tier, such as the GPU's: the mirror cannot tell its copies of one tier from another's)
- * unless it names a tier whose copies the mirror never took; events with other tags are
- * skipped. A store whose
+ * unless it names a tier whose copies the mirror never took; events with other tags, and
+ * stores and removals naming no block, are skipped. A store whose
  * declared block size differs from this receiver's, or whose token count is not its block count
  * times the block size, cannot be mirrored and is skipped. A store without token ids is how
  * vLLM reports a copy to its CPU offload tier: skipped too, and so are the removals of its
@@ -85,6 +85,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long removedEvents;
   private long clearedEvents;
   private long ignoredEvents;
+  private long emptyEvents;
   private long blockSizeMismatches;
   private long tokenCountMismatches;
   private long unattributedStores;
@@ -193,6 +194,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param trackingOverflows times the copies tracked for KV-cache groups of unknown kind
    *     exceeded {@link VllmKvEventReceiver#MAX_TRACKED_COPIES}, or a store came for a group
    *     past {@link VllmKvEventReceiver#MAX_GROUPS} groups tracked, and the mirror was cleared
+   * @param emptyEvents {@code BlockStored} and {@code BlockRemoved} events naming no block,
+   *     skipped: they change nothing the mirror holds (those of a group counted in {@code
+   *     otherGroupEvents} are counted there)
    */
   public record Stats(
       long batchesApplied,
@@ -212,7 +216,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long unattributedStores,
       long unmirroredRemovals,
       long otherGroupEvents,
-      long trackingOverflows) {}
+      long trackingOverflows,
+      long emptyEvents) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -375,7 +380,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         unattributedStores,
         unmirroredRemovals,
         otherGroupEvents,
-        trackingOverflows);
+        trackingOverflows,
+        emptyEvents);
   }
 
   /**
@@ -558,6 +564,17 @@ public final class VllmKvEventReceiver implements KvEventSink {
       forgetCopies();
       listener.onAllCleared();
       clearedEvents++;
+    } else if (event instanceof KvEvent.NoBlocks e) {
+      // nothing to apply; a store's kind still counts (vLLM sends a sliding-window group's
+      // store naming no block when all its new blocks left the window)
+      if (e.group() != null && e.groupKind() != null) {
+        learnKind(e.group(), e.groupKind());
+      }
+      if (e.group() != null && isPartial(e.group())) {
+        otherGroupEvents++;
+      } else {
+        emptyEvents++;
+      }
     } else {
       String tag = ((KvEvent.Unknown) event).tag();
       if (ignoredEvents++ == 0) {

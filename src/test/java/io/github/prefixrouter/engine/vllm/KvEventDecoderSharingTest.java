@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.spi.CacheEventListener;
 import java.io.ByteArrayOutputStream;
 import java.util.Collections;
 import java.util.IdentityHashMap;
@@ -92,5 +93,89 @@ class KvEventDecoderSharingTest {
     receiver.onMessage(0, payload);
     assertEquals(n, receiver.stats().ignoredEvents());
     assertEquals(1, receiver.stats().batchesApplied());
+  }
+
+  /**
+   * Stores and removals naming no block, the smallest well-formed events of their tags
+   * ({@code ["BlockStored",[],nil,[],16]} is 17 bytes): each decoded to an event and two
+   * arrays of its own (a 16 MiB payload of them, about 986,000 events, held 86 MiB), and each
+   * then reached the listener, since 0 blocks times the block size is 0 tokens. They change
+   * nothing a mirror holds, so the decoder drops them (a shared instance stands for each) and
+   * the receiver counts them; an AllBlocksCleared, which names no block either, still clears,
+   * and a sliding-window group's store naming no block (vLLM sends one when all its new blocks
+   * left the window) still has that group's events skipped.
+   */
+  @Test
+  void storesAndRemovalsNamingNoBlockAreSharedAndNeverReachTheListener() throws Exception {
+    int n = 100_000;
+    ByteArrayOutputStream out = batchOf(n + 4);
+    for (int i = 0; i < n; i++) {
+      out.write(switch (i % 4) {
+        case 0 -> new MsgpackWriter().array(5).str(KvEventDecoder.STORED).array(0).nil()
+            .array(0).integer(16).bytes();
+        case 1 -> new MsgpackWriter().array(2).str(KvEventDecoder.REMOVED).array(0).bytes();
+        case 2 -> new MsgpackWriter().map(5).str("type").str(KvEventDecoder.STORED)
+            .str("block_hashes").array(0).str("parent_block_hash").integer(i)
+            .str("token_ids").array(0).str("block_size").integer(16).bytes();
+        default -> new MsgpackWriter().map(2).str("block_hashes").array(0)
+            .str("type").str(KvEventDecoder.REMOVED).bytes();
+      });
+    }
+    out.write(new MsgpackWriter().array(1).str(KvEventDecoder.CLEARED).bytes());
+    out.write(Batches.stored(null, new long[] {7}, new int[16], 16));
+    MsgpackWriter window = new MsgpackWriter().array(11).str(KvEventDecoder.STORED).array(0)
+        .integer(7).array(16);
+    for (int t = 0; t < 16; t++) {
+      window.integer(t);
+    }
+    out.write(window.integer(16).nil().str("GPU").nil().nil().integer(1).str("sliding_window")
+        .bytes());
+    out.write(new MsgpackWriter().array(4).str(KvEventDecoder.REMOVED).array(1).integer(7)
+        .str("GPU").integer(1).bytes());
+    byte[] payload = out.toByteArray();
+
+    List<KvEvent> events = KvEventDecoder.decode(payload);
+    Set<KvEvent> distinct = Collections.newSetFromMap(new IdentityHashMap<>());
+    distinct.addAll(events.subList(0, n));
+    assertEquals(1, distinct.size(), "instances decoded for " + n + " events naming no block");
+
+    RecordingListener listener = new RecordingListener();
+    VllmKvEventReceiver receiver = new VllmKvEventReceiver(listener, 16);
+    receiver.onMessage(0, payload);
+    assertEquals(List.of(RecordingListener.CLEARED,
+        RecordingListener.stored(CacheEventListener.NO_PARENT, new long[] {7}, new int[16])),
+        listener.calls, "the listener's calls");
+    VllmKvEventReceiver.Stats s = receiver.stats();
+    assertEquals(1, s.storedEvents());
+    assertEquals(0, s.removedEvents());
+    assertEquals(1, s.clearedEvents());
+    assertEquals(n, s.emptyEvents());
+    assertEquals(2, s.otherGroupEvents(), "the sliding-window group's store and removal");
+    assertEquals(0, s.tokenCountMismatches() + s.ignoredEvents());
+    assertEquals(1, s.batchesApplied());
+  }
+
+  /**
+   * Stores and removals naming no block keep their group and kind (a sliding-window group's
+   * kind counts) for the first {@link KvEventDecoder#MAX_NO_BLOCK_GROUPS} groups of a batch;
+   * the events of further groups share one instance, so a payload of such events of as many
+   * groups still holds a reference per event.
+   */
+  @Test
+  void eventsNamingNoBlockOfManyGroupsShareInstancesPastTheFirstGroups() throws Exception {
+    int n = 100_000;
+    ByteArrayOutputStream out = batchOf(n);
+    for (int i = 0; i < n; i++) {
+      out.write(new MsgpackWriter().array(4).str(KvEventDecoder.REMOVED).array(0).nil()
+          .integer(i).bytes());
+    }
+    List<KvEvent> events = KvEventDecoder.decode(out.toByteArray());
+    assertEquals(n, events.size());
+    Set<KvEvent> distinct = Collections.newSetFromMap(new IdentityHashMap<>());
+    distinct.addAll(events);
+    assertEquals(KvEventDecoder.MAX_NO_BLOCK_GROUPS + 1, distinct.size(),
+        "instances retained for " + n + " removals naming no block, each of its own group");
+    assertEquals(new KvEvent.NoBlocks(0L, null), events.get(0));
+    assertEquals(new KvEvent.NoBlocks(null, null), events.get(n - 1));
   }
 }

@@ -234,7 +234,7 @@ class VllmKvEventDecodingProperties {
   // ---- the reference: the events themselves ----
 
   record Expected(List<String> calls, long blockSizeMismatches, long tokenCountMismatches,
-      long ignored, long stored, long removed, long cleared) {}
+      long ignored, long stored, long removed, long cleared, long empty) {}
 
   static Expected expected(BatchSpec batch) {
     List<String> calls = new ArrayList<>();
@@ -244,8 +244,12 @@ class VllmKvEventDecodingProperties {
     long stored = 0;
     long removed = 0;
     long cleared = 0;
+    long empty = 0;
     for (EventSpec e : batch.events()) {
-      if (e instanceof Stored s) {
+      if (e instanceof Stored s && s.hashes().isEmpty()
+          || e instanceof Removed r && r.hashes().isEmpty()) {
+        empty++;
+      } else if (e instanceof Stored s) {
         if (s.blockSize() != B) {
           bsm++;
         } else if (s.tokens().size() != s.hashes().size() * B) {
@@ -268,7 +272,7 @@ class VllmKvEventDecodingProperties {
         ignored++;
       }
     }
-    return new Expected(calls, bsm, tcm, ignored, stored, removed, cleared);
+    return new Expected(calls, bsm, tcm, ignored, stored, removed, cleared, empty);
   }
 
   @Property
@@ -289,6 +293,7 @@ class VllmKvEventDecodingProperties {
     assertEquals(x.stored(), s.storedEvents());
     assertEquals(x.removed(), s.removedEvents());
     assertEquals(x.cleared(), s.clearedEvents());
+    assertEquals(x.empty(), s.emptyEvents());
     assertEquals(8, receiver.nextSeq());
     Statistics.label("forms").collect(
         batch.events().stream().anyMatch(VllmKvEventDecodingProperties::isMap) ? "map" : "array");
