@@ -37,6 +37,9 @@ final class KvEventDecoder {
    */
   static final int MAX_UNKNOWN_TAGS = 64;
 
+  /** The room a batch's list of events starts with: it grows from there as events are read. */
+  private static final int INITIAL_EVENTS = 256;
+
   /**
    * Distinct groups and kinds of one batch's stores and removals naming no block that keep
    * them; those of further groups share one instance naming none (see {@link #decode}).
@@ -112,7 +115,10 @@ final class KvEventDecoder {
 
   private static List<KvEvent> readEvents(MsgpackReader r) throws MalformedKvEventException {
     int n = r.readArrayHeader("batch.events");
-    List<KvEvent> events = new ArrayList<>(n);
+    // n is only checked against the bytes left, a byte an event: the list grows with the events
+    // read, so that a batch declaring millions of events and refused at its first gets no list
+    // sized for them all (a reference each, 64 MB for a 16 MiB payload)
+    List<KvEvent> events = new ArrayList<>(Math.min(n, INITIAL_EVENTS));
     // events that carry only their tag are shared (Cleared is one instance; Unknown, one per
     // tag in the batch): a batch of tiny events (two bytes each) then holds a reference per
     // event, not an event and a tag string of its own

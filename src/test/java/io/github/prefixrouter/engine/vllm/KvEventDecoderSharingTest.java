@@ -2,10 +2,13 @@ package io.github.prefixrouter.engine.vllm;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.github.prefixrouter.spi.CacheEventListener;
 import java.io.ByteArrayOutputStream;
+import java.lang.management.ManagementFactory;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -177,5 +180,30 @@ class KvEventDecoderSharingTest {
         "instances retained for " + n + " removals naming no block, each of its own group");
     assertEquals(new KvEvent.NoBlocks(0L, null), events.get(0));
     assertEquals(new KvEvent.NoBlocks(null, null), events.get(n - 1));
+  }
+
+  /**
+   * A batch declaring as many events as it has bytes left, whose first event is malformed, is
+   * refused without a list sized for them all: the list grows with the events read, so a 16 MiB
+   * payload declaring 16 million events allocated 64 MB for a list it then threw away.
+   */
+  @Test
+  void aBatchDeclaringMoreEventsThanItHoldsAllocatesNoListForThemAll() throws Exception {
+    int n = 4_000_000;
+    ByteArrayOutputStream out = batchOf(n);
+    out.write(new byte[n]); // n bytes: as many events as bytes, each a 0, not an event
+    byte[] payload = out.toByteArray();
+    long before = allocatedBytes();
+    assertThrows(MalformedKvEventException.class, () -> KvEventDecoder.decode(payload));
+    long allocated = allocatedBytes() - before;
+    assertTrue(allocated < 1 << 20, "refusing its first event allocated " + allocated + " bytes");
+  }
+
+  private static long allocatedBytes() {
+    java.lang.management.ThreadMXBean b = ManagementFactory.getThreadMXBean();
+    assumeTrue(b instanceof com.sun.management.ThreadMXBean, "needs per-thread allocation counts");
+    com.sun.management.ThreadMXBean t = (com.sun.management.ThreadMXBean) b;
+    assumeTrue(t.isThreadAllocatedMemorySupported() && t.isThreadAllocatedMemoryEnabled());
+    return t.getCurrentThreadAllocatedBytes();
   }
 }
