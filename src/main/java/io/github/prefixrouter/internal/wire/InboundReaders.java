@@ -309,6 +309,16 @@ public final class InboundReaders {
     }
   }
 
+  /**
+   * The reader threads running a connection's task now, refusers not counted (for tests: to
+   * wait until stalled connections hold their threads).
+   *
+   * @return the number of threads, at most {@code maxThreads}
+   */
+  public int readersInUse() {
+    return threads.getActiveCount();
+  }
+
   /** Interrupts the readers (and refusers) and lets no new ones start. */
   public void shutdownNow() {
     threads.shutdownNow();

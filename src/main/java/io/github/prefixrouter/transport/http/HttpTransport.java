@@ -361,6 +361,13 @@ public final class HttpTransport implements Transport {
    * tests: inbound traffic while start runs).
    */
   volatile Runnable whileStarting = () -> { };
+  /**
+   * How long a request beyond its address's cap of unfinished reads waits with none of them
+   * finishing before it is refused; null (the default): {@link InboundReaders#waitFor} of the
+   * I/O timeout. For tests, set before {@link #start}: a wait no stall of a busy machine
+   * outlasts, where a test asserts that a burst is not refused.
+   */
+  volatile Duration unfinishedReadWait;
   private final Counters counters = new Counters();
   /** The heap the inbound bodies being read and authenticated hold ({@link #readBody}). */
   private final BodyBudget bodies;
@@ -514,8 +521,10 @@ public final class HttpTransport implements Transport {
     // each connection that starts a request is read on a thread of its own (up to
     // readerThreads, beyond which it is refused), so a stalled connection holds only its
     // own; the answers, for authenticated requests only, are written by the serverThreads
+    Duration readWait = unfinishedReadWait;
     readers = new InboundReaders(config.readerThreads, config.maxUnfinishedReadsPerAddress,
-        InboundReaders.waitFor(config.inboundIoTimeout), daemonThreads(prefix + "-reader"),
+        readWait != null ? readWait : InboundReaders.waitFor(config.inboundIoTimeout),
+        daemonThreads(prefix + "-reader"),
         counters.readsRefused::increment);
     // a connection beyond them is answered 503 by one of a few refusers, under a short
     // deadline, so that its sender takes this node for busy, not failed; one cut there is
@@ -979,6 +988,22 @@ public final class HttpTransport implements Transport {
   /** Peer addresses with requests or messages in flight now (for tests). */
   int peersInFlight() {
     return inFlightByPeer.size();
+  }
+
+  /**
+   * Requests from the host {@code address} whose body is being read now, their reader slots
+   * held (for tests: to wait until stalled bodies hold their address's slots).
+   */
+  int unfinishedReadsFrom(java.net.InetAddress address) {
+    return readers.unfinishedReads(new InetSocketAddress(address, 0));
+  }
+
+  /**
+   * Reader threads reading a connection's request now, refusers not counted (for tests: to
+   * wait until stalled connections hold theirs).
+   */
+  int readersInUse() {
+    return readers.readersInUse();
   }
 
   private void completeFromResponse(

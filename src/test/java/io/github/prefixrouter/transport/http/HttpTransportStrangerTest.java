@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.testing.Await;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -81,6 +83,18 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     return HttpTransportTest.hostPort(t.localAddress().address());
   }
 
+  /**
+   * Waits until {@code a}'s stalled connections have reached it: {@code readers} reader threads
+   * taken, {@code bodies} of them reading the body of a request from {@code host}. A fixed
+   * sleep was too short on a busy machine: a connection made next then found a free slot.
+   */
+  private static void awaitStalled(HttpTransport a, int readers, String host, int bodies)
+      throws Exception {
+    InetAddress h = InetAddress.getByName(host);
+    Await.until(() -> a.readersInUse() == readers && a.unfinishedReadsFrom(h) == bodies,
+        readers + " reader threads are taken, " + bodies + " reading bodies from " + host);
+  }
+
   @Test
   void stallingStrangersDoNotDelaySignedTraffic() throws Exception {
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
@@ -94,7 +108,7 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
       stall("127.0.0.2", addr, HEADERS_STALL);
       stall("127.0.0.3", addr, BODY_STALL);
     }
-    Thread.sleep(300); // every staller has reached the server
+    awaitStalled(a, 8, "127.0.0.3", 4); // every staller has reached the server
     long t0 = System.nanoTime();
     byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
         Duration.ofSeconds(60)).get(20, TimeUnit.SECONDS);
@@ -118,7 +132,7 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     InetSocketAddress addr = addressOf(a);
     stall("127.0.0.2", addr, BODY_STALL);
     stall("127.0.0.2", addr, BODY_STALL);
-    Thread.sleep(300);
+    awaitStalled(a, 2, "127.0.0.2", 2);
     // the third from the same address is refused at once, long before any I/O timeout
     Socket third = connectFrom("127.0.0.2", addr);
     third.getOutputStream().write(BODY_STALL.getBytes(StandardCharsets.US_ASCII));
@@ -154,7 +168,7 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     InetSocketAddress addr = addressOf(a);
     stall("127.0.0.2", addr, HEADERS_STALL);
     stall("127.0.0.3", addr, HEADERS_STALL);
-    Thread.sleep(300);
+    awaitStalled(a, 2, "127.0.0.2", 0); // both hold a reader thread, in their headers
     Socket third = connectFrom("127.0.0.4", addr);
     third.getOutputStream().write(HEADERS_STALL.getBytes(StandardCharsets.US_ASCII));
     assertEquals(null, statusLine(third), "closed without an answer");
@@ -186,9 +200,15 @@ class HttpTransportStrangerTest extends HttpTransportFixture {
     // node (60 requests at most, the other 4 slots kept for messages), all on their own
     // connections from one address, eight times maxUnfinishedReadsPerAddress. Bodies of 1 MiB
     // take long enough to read that more than eight are often being read at one moment;
-    // refused at once (as before), a burst lost some every run; now they wait for a slot
-    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-        .clusterKey(HttpTransportTest.KEY));
+    // refused at once (as before), a burst lost some every run; now they wait for a slot.
+    // Refused once none of the address's reads has finished for 1 s by default, which a loaded
+    // machine's stall outlasted; here 30 s (stranger.waitMs), so that only a request refused
+    // without waiting for the reads ahead of it fails the test
+    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY).build();
+    toClose.add(a);
+    a.unfinishedReadWait = Duration.ofMillis(Long.getLong("stranger.waitMs", 30_000));
+    a.start(new HttpTransportTest.Recorder());
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY));
     byte[] payload = new byte[Integer.getInteger("stranger.payload", 1 << 20)];
