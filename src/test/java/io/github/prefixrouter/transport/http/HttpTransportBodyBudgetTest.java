@@ -226,7 +226,9 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     InetSocketAddress addr = addressOf(a);
     Socket s1 = send("127.0.0.2", addr, HEADERS_STALL, 0);
     Socket s2 = send("127.0.0.3", addr, HEADERS_STALL, 0);
-    Thread.sleep(300); // both hold a reader thread
+    // both hold a reader thread (a fixed sleep was too short on a busy machine: the request
+    // beyond them then found a free reader)
+    Await.until(() -> a.readersInUse() == 2, "both stallers hold a reader thread");
     // a whole request beyond them is answered 503 with Retry-After, without its body being read
     Socket third = send("127.0.0.4", addr, messageHead(10_000), 100);
     String head = answerHead(third);
