@@ -1805,6 +1805,14 @@ final class ClientEndpoint {
     }
   }
 
+  /**
+   * Writer threads writing an answer now (for tests: to wait until clients that do not read
+   * their streams hold their writers).
+   */
+  int writersBusy() {
+    return ((ThreadPoolExecutor) executor).getActiveCount();
+  }
+
   /** Bodies from the host {@code address} being read now (their reader slots held). */
   int unfinishedReadsFrom(java.net.InetAddress address) {
     return readers.unfinishedReads(new InetSocketAddress(address, 0));
