@@ -4,11 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.github.prefixrouter.spi.CacheEventListener;
+import io.github.prefixrouter.testing.Allocations;
 import java.io.ByteArrayOutputStream;
-import java.lang.management.ManagementFactory;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -193,17 +192,10 @@ class KvEventDecoderSharingTest {
     ByteArrayOutputStream out = batchOf(n);
     out.write(new byte[n]); // n bytes: as many events as bytes, each a 0, not an event
     byte[] payload = out.toByteArray();
-    long before = allocatedBytes();
+    long before = Allocations.ofThisThread();
     assertThrows(MalformedKvEventException.class, () -> KvEventDecoder.decode(payload));
-    long allocated = allocatedBytes() - before;
+    long allocated = Allocations.ofThisThread() - before;
     assertTrue(allocated < 1 << 20, "refusing its first event allocated " + allocated + " bytes");
   }
 
-  private static long allocatedBytes() {
-    java.lang.management.ThreadMXBean b = ManagementFactory.getThreadMXBean();
-    assumeTrue(b instanceof com.sun.management.ThreadMXBean, "needs per-thread allocation counts");
-    com.sun.management.ThreadMXBean t = (com.sun.management.ThreadMXBean) b;
-    assumeTrue(t.isThreadAllocatedMemorySupported() && t.isThreadAllocatedMemoryEnabled());
-    return t.getCurrentThreadAllocatedBytes();
-  }
 }

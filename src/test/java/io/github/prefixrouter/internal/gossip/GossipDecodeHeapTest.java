@@ -3,13 +3,12 @@ package io.github.prefixrouter.internal.gossip;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import io.github.prefixrouter.internal.wire.ByteWriter;
-import java.lang.management.ManagementFactory;
+import io.github.prefixrouter.testing.Allocations;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -49,9 +48,9 @@ class GossipDecodeHeapTest {
   @ValueSource(ints = {Delta.STORE, Delta.EVICT, Delta.CLEAR})
   void oneByteDeltasTakeAtMostEightBytesOfHeapEach(int op) throws Exception {
     byte[] m = fullOf((byte) op); // CLEAR, or a STORE or EVICT of nothing
-    long before = allocatedBytes();
+    long before = Allocations.ofThisThread();
     Ack2 a = (Ack2) codec.decode(m);
-    long allocated = allocatedBytes() - before;
+    long allocated = Allocations.ofThisThread() - before;
     List<Delta> deltas = a.updates().get(0).deltas();
     int n = CAP - 32;
     assertEquals(n, deltas.size());
@@ -70,9 +69,9 @@ class GossipDecodeHeapTest {
   void evictionsOfOneBlockTakeAtMostEightBytesOfHeapPerByte() throws Exception {
     // EVICT of one store number each, 2 bytes: the first names store 1, the others the same
     byte[] m = fullOf((byte) ((1 << 2) | Delta.EVICT), (byte) 2);
-    long before = allocatedBytes();
+    long before = Allocations.ofThisThread();
     Ack2 a = (Ack2) codec.decode(m);
-    long allocated = allocatedBytes() - before;
+    long allocated = Allocations.ofThisThread() - before;
     List<Delta> deltas = a.updates().get(0).deltas();
     assertEquals((CAP - 32) / 2, deltas.size());
     assertArrayEquals(new long[] {1}, deltas.get(0).hashes());
@@ -122,11 +121,4 @@ class GossipDecodeHeapTest {
   }
 
   /** Bytes allocated by this thread so far. */
-  private static long allocatedBytes() {
-    java.lang.management.ThreadMXBean b = ManagementFactory.getThreadMXBean();
-    assumeTrue(b instanceof com.sun.management.ThreadMXBean, "needs per-thread allocation counts");
-    com.sun.management.ThreadMXBean t = (com.sun.management.ThreadMXBean) b;
-    assumeTrue(t.isThreadAllocatedMemorySupported() && t.isThreadAllocatedMemoryEnabled());
-    return t.getCurrentThreadAllocatedBytes();
-  }
 }

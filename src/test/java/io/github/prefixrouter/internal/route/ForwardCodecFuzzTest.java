@@ -1,6 +1,5 @@
 package io.github.prefixrouter.internal.route;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -13,6 +12,7 @@ import io.github.prefixrouter.internal.wire.ByteWriter;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.internal.wire.MalformedMessageException.Reason;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.Allocations;
 import java.util.Arrays;
 import java.util.List;
 import net.jqwik.api.Arbitraries;
@@ -158,7 +158,7 @@ class ForwardCodecFuzzTest {
     for (byte[] bomb : bombs) {
       // warm up so class loading is not counted
       assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(bomb));
-      long before = allocatedBytes();
+      long before = Allocations.ofThisThread();
       for (int i = 0; i < 100; i++) {
         try {
           ForwardCodec.decode(bomb);
@@ -166,7 +166,7 @@ class ForwardCodecFuzzTest {
           // the only outcome allowed
         }
       }
-      long perDecode = (allocatedBytes() - before) / 100;
+      long perDecode = (Allocations.ofThisThread() - before) / 100;
       assertTrue(perDecode < 16 * 1024, "decoding a " + bomb.length + "-byte bomb allocated "
           + perDecode + " bytes");
     }
@@ -220,17 +220,6 @@ class ForwardCodecFuzzTest {
 
   // ---------------------------------------------------------------- allocation, decoding, frames
 
-  /** Bytes allocated by this thread so far (HotSpot's ThreadMXBean, reached reflectively). */
-  static long allocatedBytes() {
-    try {
-      Object mx = Class.forName("java.lang.management.ManagementFactory")
-          .getMethod("getThreadMXBean").invoke(null);
-      return (long) Class.forName("com.sun.management.ThreadMXBean")
-          .getMethod("getCurrentThreadAllocatedBytes").invoke(mx);
-    } catch (ReflectiveOperationException e) {
-      throw new org.opentest4j.TestAbortedException("no allocation counter on this JVM", e);
-    }
-  }
 
   private static Object decodeUnchecked(byte[] b) {
     try {
