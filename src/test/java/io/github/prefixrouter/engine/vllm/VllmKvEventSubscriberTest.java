@@ -35,7 +35,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class VllmKvEventSubscriberTest {
 
-  private final RecordingSink sink = new RecordingSink();
+  private RecordingSink sink = new RecordingSink(); // a new one for each run of a test that retries
   private final ReaderThreads factory = new ReaderThreads();
   private final List<Thread> threads = factory.made;
   private final List<AutoCloseable> toClose = new ArrayList<>();
@@ -253,14 +253,16 @@ class VllmKvEventSubscriberTest {
    * losing messages: every gap asked for a replay, and each held the live stream for the replay
    * timeout, so the subscriber fell ever further behind the publisher (20 gaps: 20 replays and
    * 20 timeouts). After a failed replay, gaps now go to the sink as they are, without a replay,
-   * for the replay backoff.
+   * for the replay backoff. Here 30 gaps held for 0.5 s each would hold the stream 15 s: the
+   * bound, one timeout and 5 s, leaves room for a stall of the machine.
    */
   @Test
   void aReplayEndpointThatNeverAnswersDoesNotHoldTheLiveStreamOnEveryGap() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     try (ServerSocket silent = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
       // never accepted: the kernel completes the TCP handshake and nothing is ever answered
-      Duration timeout = Duration.ofMillis(200);
+      Duration timeout = Duration.ofMillis(500);
+      int gaps = 30;
       VllmKvEventSubscriber s = start(builder(vllm.endpoint())
           .replayEndpoint("tcp://127.0.0.1:" + silent.getLocalPort())
           .replayTimeout(timeout)
@@ -268,40 +270,62 @@ class VllmKvEventSubscriberTest {
       long n = joined(vllm);
       int before = sink.size();
       long started = System.nanoTime();
-      for (int i = 0; i < 20; i++) {
+      for (int i = 0; i < gaps; i++) {
         vllm.lose(n + 2 * i);
         vllm.publish(n + 2 * i + 1);
       }
-      Await.until(() -> sink.sawLive(n + 39), "the last live message arrived");
+      Await.until(() -> sink.sawLive(n + 2 * gaps - 1), "the last live message arrived");
       long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
       List<Call> after = callsAfter(before);
-      assertEquals(20, after.size(), after.toString());
-      for (int i = 0; i < 20; i++) {
+      assertEquals(gaps, after.size(), after.toString());
+      for (int i = 0; i < gaps; i++) {
         assertCall(after.get(i), false, n + 2 * i + 1);
       }
       VllmKvEventSubscriber.Stats st = s.stats();
       assertEquals(1, st.replaysRequested(), st.toString());
       assertEquals(1, st.replayFailures(), st.toString());
-      assertEquals(19, st.replaysSkipped(), st.toString());
-      assertTrue(tookMillis < 10 * timeout.toMillis(), "the live stream waited " + tookMillis
-          + " ms for 20 gaps");
+      assertEquals(gaps - 1, st.replaysSkipped(), st.toString());
+      assertTrue(tookMillis < timeout.toMillis() + 5_000, "the live stream waited " + tookMillis
+          + " ms for " + gaps + " gaps (a timeout of " + timeout.toMillis() + " ms on each: "
+          + gaps * timeout.toMillis() + " ms)");
       assertEquals(1, st.connects(), "the live connection is kept");
     }
   }
 
   /**
    * The replay backoff doubles with each failed replay and restarts at its minimum after a
-   * replay that succeeds: a gap within it gets no replay, one after it does.
+   * replay that succeeds: a gap within it gets no replay, one after it does. A gap after the
+   * backoff is after it whatever the load (the test sleeps past it); one checked as within it
+   * is, only if the time from the start of the failing gap to the end of that one was shorter
+   * than the backoff. A stall of the machine that made it longer leaves the run saying nothing,
+   * and it is made again with a new publisher and subscriber, up to 4 times.
    */
   @Test
   void theReplayBackoffDoublesOnFailuresAndRestartsAfterASuccess() throws Exception {
+    int runs = 4;
+    for (int run = 1; run <= runs; run++) {
+      sink = new RecordingSink();
+      if (replayBackoffRun()) {
+        return;
+      }
+    }
+    throw new AssertionError("a stall of the machine in each of " + runs + " runs left no gap "
+        + "surely within the backoff");
+  }
+
+  /**
+   * One run of {@link #theReplayBackoffDoublesOnFailuresAndRestartsAfterASuccess}: false if a
+   * stall left a gap that should be within the backoff possibly after it.
+   */
+  private boolean replayBackoffRun() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     java.util.concurrent.atomic.AtomicBoolean answering =
         new java.util.concurrent.atomic.AtomicBoolean();
-    try (HostilePeer replay = new HostilePeer((sock, in, out) -> {
+    // a failed replay: the connection is closed at once, so failing costs no timeout, and the
+    // answered replay has the whole timeout (5 s) for each step
+    HostilePeer replay = new HostilePeer((sock, in, out) -> {
       if (!answering.get()) {
-        HostilePeer.awaitClientClose(in); // silent: the handshake times out
-        return;
+        return; // closed
       }
       HostilePeer.readClientHandshake(in);
       out.write(ZmtpBytes.of().greeting().ready("ROUTER").bytes());
@@ -312,64 +336,86 @@ class VllmKvEventSubscriberTest {
       out.write(ZmtpBytes.of().message(new byte[0], seq(-1), new byte[0]).bytes()); // the end
       out.flush();
       HostilePeer.awaitClientClose(in);
-    })) {
-      // a backoff b starts when a replay fails, before the live message of its gap reaches
-      // the sink: a sleep of b + 50 ms after that is past it whatever the load, and the checks
-      // that a gap comes within a backoff have 650 ms to spare
-      long b = 700;
-      VllmKvEventSubscriber s = start(builder(vllm.endpoint())
-          .replayEndpoint("tcp://127.0.0.1:" + replay.port())
-          .replayTimeout(Duration.ofMillis(200))
-          .replayBackoff(Duration.ofMillis(b), Duration.ofMillis(10 * b)));
-      long n = joined(vllm);
-      n = gap(vllm, n); // fails: no replay for b
-      n = gap(vllm, n);
-      assertEquals(List.of(1L, 1L, 1L), counts(s), "failed, then skipped");
-      Thread.sleep(b + 50);
-      n = gap(vllm, n); // fails again: no replay for 2 b
-      assertEquals(List.of(2L, 2L, 1L), counts(s), "asked for again after b");
-      Thread.sleep(b + 50);
-      n = gap(vllm, n);
-      assertEquals(List.of(2L, 2L, 2L), counts(s), "skipped: the backoff doubled");
-      answering.set(true);
-      Thread.sleep(b);
-      n = gap(vllm, n); // succeeds: the backoff restarts
-      assertEquals(List.of(3L, 2L, 2L), counts(s), "asked for again after 2 b, and answered");
-      answering.set(false);
-      n = gap(vllm, n); // fails: no replay for b (not 4 b)
-      n = gap(vllm, n);
-      assertEquals(List.of(4L, 3L, 3L), counts(s), "asked for at once after a success");
-      Thread.sleep(b + 50);
-      n = gap(vllm, n);
-      assertEquals(List.of(5L, 4L, 3L), counts(s), "asked for again after b: restarted");
-      assertEquals(1, s.stats().connects(), "the live connection is kept");
+    });
+    toClose.add(replay);
+    // a backoff b starts when a replay fails, before the live message of its gap reaches the
+    // sink: a sleep of b + 50 ms after that is past it whatever the load
+    long b = 700;
+    VllmKvEventSubscriber s = start(builder(vllm.endpoint())
+        .replayEndpoint("tcp://127.0.0.1:" + replay.port())
+        .replayTimeout(Duration.ofSeconds(5))
+        .replayBackoff(Duration.ofMillis(b), Duration.ofMillis(10 * b)));
+    long n = joined(vllm);
+    long failing = System.nanoTime();
+    n = gap(vllm, n); // fails: no replay for b
+    n = gap(vllm, n);
+    if (millisSince(failing) >= b) {
+      return false;
     }
+    assertEquals(List.of(1L, 1L, 1L), counts(s), "failed, then skipped");
+    Thread.sleep(b + 50);
+    failing = System.nanoTime();
+    n = gap(vllm, n); // fails again: no replay for 2 b
+    assertEquals(List.of(2L, 2L, 1L), counts(s), "asked for again after b");
+    Thread.sleep(b + 50);
+    n = gap(vllm, n);
+    if (millisSince(failing) >= 2 * b) {
+      return false;
+    }
+    assertEquals(List.of(2L, 2L, 2L), counts(s), "skipped: the backoff doubled");
+    answering.set(true);
+    Thread.sleep(b);
+    n = gap(vllm, n); // succeeds: the backoff restarts
+    assertEquals(List.of(3L, 2L, 2L), counts(s), "asked for again after 2 b, and answered");
+    answering.set(false);
+    failing = System.nanoTime();
+    n = gap(vllm, n); // fails: no replay for b (not 4 b)
+    n = gap(vllm, n);
+    if (millisSince(failing) >= b) {
+      return false;
+    }
+    assertEquals(List.of(4L, 3L, 3L), counts(s), "asked for at once after a success");
+    Thread.sleep(b + 50);
+    n = gap(vllm, n);
+    assertEquals(List.of(5L, 4L, 3L), counts(s), "asked for again after b: restarted");
+    assertEquals(1, s.stats().connects(), "the live connection is kept");
+    return true;
+  }
+
+  private static long millisSince(long nanoTime) {
+    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - nanoTime);
   }
 
   /**
-   * A replay endpoint given as a host name, with a name server that answers slowly (here
-   * 500 ms, within the 8 x 300 ms a replay may take): every replay looked the host up again,
-   * and the lookup cannot be cut short, so every gap held the live stream for the whole lookup
-   * (5 gaps: 5 lookups, over 2.5 s). The address is now looked up once per live connection and
-   * kept until a replay cannot connect to it.
+   * A replay endpoint given as a host name, with a name server that answers slowly (here 1 s,
+   * within the 8 x 5 s a replay may take): every replay looked the host up again, and the
+   * lookup cannot be cut short, so every gap held the live stream for the whole lookup (7 gaps:
+   * 7 lookups, over 7 s). The address is now looked up once per live connection and kept until
+   * a replay cannot connect to it: the 6 gaps after the first make no lookup, where a lookup on
+   * each would hold them 6 s in all; the bound, half of that, leaves room for a stall.
    */
   @Test
   void aSlowLookupOfTheReplayHostIsMadeOncePerConnectionNotOnEveryGap() throws Exception {
     FakeVllmPublisher vllm = publisher(100);
     java.util.concurrent.atomic.AtomicInteger lookups =
         new java.util.concurrent.atomic.AtomicInteger();
-    VllmKvEventSubscriber s = start(slowReplayLookup(vllm, 500, 300, lookups));
+    long lookupMillis = 1_000;
+    int gaps = 7;
+    VllmKvEventSubscriber s = start(slowReplayLookup(vllm, lookupMillis, 5_000, lookups));
     long n = joined(vllm);
+    n = gap(vllm, n); // the first replay looks the host up
     long started = System.nanoTime();
-    for (int i = 0; i < 5; i++) {
+    for (int i = 1; i < gaps; i++) {
       n = gap(vllm, n);
     }
     long tookMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
     VllmKvEventSubscriber.Stats st = s.stats();
-    assertEquals(List.of(5L, 0L, 0L), counts(s), st.toString());
-    assertEquals(5, st.replayedMessages(), st.toString());
-    assertEquals(1, lookups.get(), "lookups of the replay host for 5 gaps");
-    assertTrue(tookMillis < 2_400, "the live stream waited " + tookMillis + " ms for 5 gaps");
+    assertEquals(List.of((long) gaps, 0L, 0L), counts(s), st.toString());
+    assertEquals(gaps, st.replayedMessages(), st.toString());
+    assertEquals(1, lookups.get(), "lookups of the replay host for " + gaps + " gaps");
+    long each = (gaps - 1) * lookupMillis;
+    assertTrue(tookMillis < each / 2, "the live stream waited " + tookMillis + " ms for the "
+        + (gaps - 1) + " gaps after the first (a lookup on each: " + each + " ms)");
     assertEquals(1, st.connects(), "the live connection is kept");
   }
 
