@@ -9,6 +9,7 @@ import io.github.prefixrouter.spi.PeerAddress;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BiConsumer;
 import org.junit.jupiter.api.Test;
@@ -27,9 +28,18 @@ class PeerCooldownRaceTest {
   /** Where peer p1 listens. */
   static final PeerAddress P1 = new PeerAddress("p1", "10.0.0.1:7070");
 
+  /** How long the race may go without a round ending before it is taken for stuck. */
+  static final long STUCK_NANOS = TimeUnit.SECONDS.toNanos(20);
+
+  /** Spins a thread waits for the next round before it yields its processor between looks. */
+  static final int SPINS = 1_000;
+
   /**
    * Runs {@code a} and {@code b} on two threads, released together, on a fresh state each round,
-   * then {@code check} on that state; returns the number of rounds that failed the check.
+   * then {@code check} on that state; returns the number of rounds that failed the check. A
+   * thread waiting for the next round spins a while, then yields between looks, so that on a
+   * loaded machine the other thread gets a processor; the race fails only when no round has
+   * ended for {@link #STUCK_NANOS}, however long all of them take.
    */
   static int race(BiConsumer<PeerHealth.PeerState, Integer> op,
       java.util.function.Predicate<PeerHealth.PeerState> check) throws InterruptedException {
@@ -51,24 +61,30 @@ class PeerCooldownRaceTest {
     AtomicInteger arrived = new AtomicInteger();
     AtomicInteger failures = new AtomicInteger();
     AtomicReference<Throwable> error = new AtomicReference<>();
-    long giveUpAt = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    AtomicLong roundEnded = new AtomicLong(System.nanoTime()); // when a round last ended
     Thread[] threads = new Thread[2];
     for (int t = 0; t < 2; t++) {
       int who = t;
       threads[t] = new Thread(() -> {
         try {
           for (int r = 0; r < rounds; r++) {
-            while (go.get() < r) {
-              if (System.nanoTime() - giveUpAt > 0) {
-                throw new IllegalStateException("stalled in round " + r);
+            for (int spins = 0; go.get() < r; spins++) {
+              if (spins < SPINS) {
+                Thread.onSpinWait();
+                continue;
               }
-              Thread.onSpinWait();
+              Thread.yield();
+              if (System.nanoTime() - roundEnded.get() > STUCK_NANOS) {
+                throw new IllegalStateException("no round ended for "
+                    + TimeUnit.NANOSECONDS.toSeconds(STUCK_NANOS) + " s, waiting in round " + r);
+              }
             }
             op.accept(states.get(r), who);
             if (arrived.incrementAndGet() == 2 * (r + 1)) { // the last of the two: next round
               if (!check.test(states.get(r))) {
                 failures.incrementAndGet();
               }
+              roundEnded.set(System.nanoTime());
               go.set(r + 1);
             }
           }
@@ -84,8 +100,12 @@ class PeerCooldownRaceTest {
     }
     go.set(0);
     for (Thread t : threads) {
-      t.join(TimeUnit.SECONDS.toMillis(30));
-      assertFalse(t.isAlive(), "a racing thread never ended");
+      while (t.isAlive()) {
+        t.join(100);
+        assertFalse(t.isAlive()
+            && System.nanoTime() - roundEnded.get() > STUCK_NANOS + TimeUnit.SECONDS.toNanos(10),
+            "a racing thread never ended, and no round has ended for 30 s");
+      }
     }
     if (error.get() != null) {
       throw new AssertionError(error.get());
