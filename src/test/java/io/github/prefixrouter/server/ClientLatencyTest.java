@@ -16,6 +16,9 @@ class ClientLatencyTest {
 
   private static final long MS = 1_000_000L;
 
+  /** How long a thread of the lockstep test may make no step before it is taken for stuck. */
+  private static final long STUCK_NANOS = 20_000 * MS;
+
   private static long count(ClientLatency.Snapshot s, String served) {
     return s.durations().get(served).count();
   }
@@ -50,7 +53,9 @@ class ClientLatencyTest {
   /**
    * The write's completion and the endpoint giving the write up answer a request from two
    * threads at once: each of 20,000 requests, answered by both in step, is counted once, under
-   * one of the two.
+   * one of the two. A thread waiting for the other spins a while, then yields between looks, so
+   * that on a loaded machine the other gets a processor; it gives up only when the other has
+   * made no step for 20 s, however long the whole takes.
    */
   @Test
   void requestsAnsweredFromTwoThreadsAtOnceAreEachCountedOnce() throws InterruptedException {
@@ -72,8 +77,22 @@ class ClientLatencyTest {
           for (int i = 0; i < n; i++) {
             reached[me].set(i);
             // in step: neither runs ahead of the other by more than one request
-            while (other.get() < i - 1 && failed.get() == null) {
-              Thread.onSpinWait();
+            int seen = other.get();
+            long seenAt = 0;
+            for (int spins = 0; other.get() < i - 1 && failed.get() == null; spins++) {
+              if (spins < 1_000) {
+                Thread.onSpinWait();
+                continue;
+              }
+              Thread.yield();
+              long now = System.nanoTime();
+              if (seenAt == 0 || other.get() != seen) {
+                seen = other.get();
+                seenAt = now;
+              } else if (now - seenAt > STUCK_NANOS) {
+                throw new IllegalStateException("the other thread made no step for 20 s, at "
+                    + seen + " while this one waits at " + i);
+              }
             }
             requests.get(i).answered(served[me],
                 me == 0 ? System.nanoTime() : ClientLatency.NO_OUTPUT);
@@ -86,9 +105,19 @@ class ClientLatencyTest {
       threads.add(th);
     }
     threads.forEach(Thread::start);
+    long steps = -2;
+    long stepAt = System.nanoTime();
     for (Thread th : threads) {
-      th.join(60_000);
-      assertFalse(th.isAlive(), "an answering thread did not finish");
+      while (th.isAlive()) {
+        th.join(100);
+        long made = reached[0].get() + (long) reached[1].get();
+        if (made != steps) {
+          steps = made;
+          stepAt = System.nanoTime();
+        }
+        assertFalse(th.isAlive() && System.nanoTime() - stepAt > STUCK_NANOS + MS * 10_000,
+            "an answering thread did not finish, and neither made a step for 30 s");
+      }
     }
     assertEquals(null, failed.get());
     ClientLatency.Snapshot s = latency.snapshot();
