@@ -714,6 +714,24 @@ class VllmKvEventSubscriberTest {
   }
 
   /**
+   * A publisher that completes each connection's handshake, reads its subscription, sends what
+   * {@code afterSubscription} gives for that connection, and waits for the subscriber to close.
+   */
+  private static HostilePeer publisherSending(
+      java.util.function.Supplier<byte[]> afterSubscription) throws java.io.IOException {
+    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
+    return new HostilePeer((sock, in, out) -> {
+      HostilePeer.readClientHandshake(in);
+      out.write(handshake);
+      out.flush();
+      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
+      out.write(afterSubscription.get());
+      out.flush();
+      HostilePeer.awaitClientClose(in);
+    });
+  }
+
+  /**
    * A publisher (or a proxy in front of it) whose first message after the handshake breaks a
    * limit on every connection is refused on each, before any message is taken: the backoff
    * restarted at its minimum after every handshake, so it was reconnected ten times a second
@@ -724,7 +742,6 @@ class VllmKvEventSubscriberTest {
   @ValueSource(strings = {"too many frames", "too large", "reserved flags"})
   void aPublisherWhoseFirstMessageBreaksALimitIsReconnectedEverMoreSlowly(String how)
       throws Exception {
-    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
     byte[] bad = switch (how) {
       case "too many frames" -> ZmtpBytes.of()
           .message(new byte[0], seq(0), payload(0), new byte[1]).bytes();
@@ -732,15 +749,7 @@ class VllmKvEventSubscriberTest {
       default -> ZmtpBytes.of().raw((byte) 0x80, (byte) 0).bytes();
     };
     BackoffRecorder backoffs = new BackoffRecorder();
-    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
-      HostilePeer.readClientHandshake(in);
-      out.write(handshake);
-      out.flush();
-      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
-      out.write(bad);
-      out.flush();
-      HostilePeer.awaitClientClose(in);
-    })) {
+    try (HostilePeer peer = publisherSending(() -> bad)) {
       VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
           .maxFramesPerMessage(3).maxMessageBytes(1024)
           .reconnectBackoff(Duration.ofMillis(2), Duration.ofMillis(32)).jitter(backoffs));
@@ -762,23 +771,15 @@ class VllmKvEventSubscriberTest {
    */
   @Test
   void aConnectionThatDeliveredAMessageRestartsTheBackoff() throws Exception {
-    byte[] handshake = ZmtpBytes.of().greeting().ready("PUB").bytes();
     byte[] bad = ZmtpBytes.of().raw((byte) 0x80, (byte) 0).bytes();
     byte[] goodThenBad = ZmtpBytes.of().message(new byte[0], seq(0), payload(0))
         .raw((byte) 0x80, (byte) 0).bytes();
     java.util.concurrent.atomic.AtomicInteger connections =
         new java.util.concurrent.atomic.AtomicInteger();
     BackoffRecorder backoffs = new BackoffRecorder();
-    try (HostilePeer peer = new HostilePeer((sock, in, out) -> {
-      HostilePeer.readClientHandshake(in);
-      out.write(handshake);
-      out.flush();
-      HostilePeer.readFrame(new java.io.DataInputStream(in)); // the subscription
-      // the 4th connection delivers a message before its bad frame, the others do not
-      out.write(connections.incrementAndGet() == 4 ? goodThenBad : bad);
-      out.flush();
-      HostilePeer.awaitClientClose(in);
-    })) {
+    // the 4th connection delivers a message before its bad frame, the others do not
+    try (HostilePeer peer =
+        publisherSending(() -> connections.incrementAndGet() == 4 ? goodThenBad : bad)) {
       VllmKvEventSubscriber s = start(builder("tcp://127.0.0.1:" + peer.port())
           .reconnectBackoff(Duration.ofMillis(2), Duration.ofMillis(64)).jitter(backoffs));
       Await.until(() -> backoffs.millis.size() >= 6, "six lost connections");
