@@ -127,6 +127,8 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   private final long silenceNanos;
   /** {@link System#nanoTime()}, or the test's clock: times the silence only. */
   private final LongSupplier clock;
+  /** Replay timeouts a replay may take in all: {@link #REPLAY_STEPS}, or fewer in tests. */
+  private final int replaySteps;
 
   /** Guards the silence check's state below, shared by the reader and the request threads. */
   private final Object silenceLock = new Object();
@@ -207,6 +209,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     this.silenceRequests = b.silenceRequests;
     this.silenceNanos = b.silenceTime.toNanos();
     this.clock = b.clock;
+    this.replaySteps = b.replaySteps;
     this.replayOptions =
         new ZmtpOptions(
             b.replayTimeout,
@@ -731,7 +734,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     }
     int received = 0;
     // the live stream waits meanwhile: the replay as a whole is bounded too, not only each step
-    long deadline = System.nanoTime() + REPLAY_STEPS * replayTimeoutNanos;
+    long deadline = System.nanoTime() + replaySteps * replayTimeoutNanos;
     try {
       if (replayAddress == null) {
         // counted in the deadline, but cannot be cut short: once per live connection, not per
@@ -814,7 +817,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
   }
 
   private IOException replayTooLong() {
-    return new IOException("the replay took longer than " + REPLAY_STEPS + " x the replay "
+    return new IOException("the replay took longer than " + replaySteps + " x the replay "
         + "timeout (" + TimeUnit.NANOSECONDS.toMillis(replayTimeoutNanos) + " ms)");
   }
 
@@ -906,6 +909,7 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     private int silenceRequests = 32;
     private Duration silenceTime = Duration.ofSeconds(60);
     private LongSupplier clock = System::nanoTime;
+    private int replaySteps = REPLAY_STEPS;
 
     private Builder() {}
 
@@ -1021,6 +1025,19 @@ public final class VllmKvEventSubscriber implements AutoCloseable {
     /** The clock of the silence check, in nanoseconds (tests); default {@link System#nanoTime()}. */
     Builder clock(LongSupplier nanoClock) {
       this.clock = Objects.requireNonNull(nanoClock, "nanoClock");
+      return this;
+    }
+
+    /**
+     * Replay timeouts a replay may take in all, instead of {@value
+     * VllmKvEventSubscriber#REPLAY_STEPS} (tests: a replay limit a slow host lookup can pass
+     * without the test waiting 8 timeouts, each timeout long enough for a stall of the machine).
+     */
+    Builder replaySteps(int steps) {
+      if (steps < 1 || steps > REPLAY_STEPS) {
+        throw new IllegalArgumentException("steps must be 1 to " + REPLAY_STEPS + ", was " + steps);
+      }
+      this.replaySteps = steps;
       return this;
     }
 
