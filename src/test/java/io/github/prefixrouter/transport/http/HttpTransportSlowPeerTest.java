@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.Await;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
@@ -37,10 +38,17 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     return s;
   }
 
+  /**
+   * Four connections stalled mid-request, twice as many as the server threads: a peer's request
+   * is answered while they hold their reader threads, and each is cut after the I/O timeout.
+   * Before the cut, they held the server threads for ever and no request was answered again.
+   * The timeout, 5 s, is also the peer's own request's: at 1 s, a stall of the machine while it
+   * was read cut it too ("header parser received no bytes").
+   */
   @Test
   void stalledConnectionsDoNotStarveOtherPeers() throws Exception {
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundIoTimeout(Duration.ofSeconds(1)),
+        .clusterKey(HttpTransportTest.KEY).serverThreads(2).inboundIoTimeout(Duration.ofSeconds(5)),
         new HttpTransportTest.Recorder());
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
@@ -50,7 +58,10 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
       stall(addr, "POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n");
       stall(addr, "POST /prefix-router/v1/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
     }
-    Thread.sleep(300);
+    // every staller has reached the server: it holds a reader thread, or was already cut (a
+    // stall of the machine longer than the timeout); a fixed sleep only hoped so
+    Await.until(() -> a.readersInUse() + a.stats().slowConnectionsClosed() == 4,
+        "the 4 stalled connections hold reader threads");
     byte[] answer = b.request(a.localAddress(), "hi".getBytes(StandardCharsets.UTF_8),
         Duration.ofSeconds(20)).get(30, TimeUnit.SECONDS);
     assertEquals("echo b hi", new String(answer, StandardCharsets.UTF_8));
