@@ -1813,6 +1813,14 @@ final class ClientEndpoint {
     return ((ThreadPoolExecutor) executor).getActiveCount();
   }
 
+  /**
+   * Reader threads reading a connection's request now, refusers not counted (for tests: to
+   * wait until stalled connections hold theirs).
+   */
+  int readersInUse() {
+    return readers.readersInUse();
+  }
+
   /** Bodies from the host {@code address} being read now (their reader slots held). */
   int unfinishedReadsFrom(java.net.InetAddress address) {
     return readers.unfinishedReads(new InetSocketAddress(address, 0));

@@ -16,6 +16,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.testing.Await;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -121,7 +122,11 @@ class ClientEndpointStrangerTest {
       stall("127.0.0.2", HEADERS_STALL);
       stall("127.0.0.3", BODY_STALL);
     }
-    Thread.sleep(300); // every staller has reached the endpoint
+    // every staller has reached the endpoint and holds a reader thread, the bodies their
+    // address's slots (a fixed sleep only hoped so: a staller that came later was no test)
+    java.net.InetAddress bodies = java.net.InetAddress.getByName("127.0.0.3");
+    Await.until(() -> endpoint.readersInUse() == 8 && endpoint.unfinishedReadsFrom(bodies) == 4,
+        "the 8 stallers hold reader threads, 4 of them reading bodies");
     long t0 = System.nanoTime();
     HttpResponse<String> health = send("GET", "/health", null);
     assertEquals(200, health.statusCode(), health.body());
