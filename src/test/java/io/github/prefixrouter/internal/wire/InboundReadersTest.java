@@ -62,36 +62,42 @@ class InboundReadersTest {
   }
 
   /**
-   * Six requests queued behind a cap of one, each read taking 250 ms: the last waits about 1.5 s,
-   * longer than the 1 s without progress after which a request is refused, and none is refused
-   * because the address's reads keep finishing.
+   * Twenty-four requests queued behind a cap of one, each read taking 250 ms: the last waits
+   * about 6 s, longer than the 5 s without progress after which a request is refused, and none
+   * is refused because the address's reads keep finishing. A wait counted from the request's
+   * arrival refused the last ones whatever the load (each waits at least the reads ahead of
+   * it); here a stall of the machine refuses one only if it outlasts the 4.75 s between a read's
+   * end and maxWait (with 1 s of no progress and 250 ms reads, a stall of 750 ms did).
    */
   @Test
   void aQueueThatKeepsMovingWaitsLongerThanMaxWait() throws Exception {
-    InboundReaders r = readers(1, Duration.ofSeconds(1));
+    Duration maxWait = Duration.ofSeconds(5);
+    long readMillis = 250;
+    int queuedReads = 24; // (1 + 23) x 250 ms ahead of the last: 6 s
+    InboundReaders r = readers(1, maxWait);
     assertTrue(r.tryAcquire(A));
     long start = System.nanoTime();
     List<Future<Long>> queued = new ArrayList<>();
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < queuedReads; i++) {
       queued.add(pool.submit(() -> {
         if (!r.tryAcquire(A)) {
           return -1L;
         }
         long got = System.nanoTime() - start;
-        Thread.sleep(250); // the body being read
+        Thread.sleep(readMillis); // the body being read
         r.release(A);
         return got;
       }));
     }
-    Thread.sleep(250);
+    Thread.sleep(readMillis);
     r.release(A);
     long last = 0;
     for (Future<Long> f : queued) {
-      long got = f.get(30, TimeUnit.SECONDS);
+      long got = f.get(60, TimeUnit.SECONDS);
       assertTrue(got >= 0, "refused although its address's reads kept finishing");
       last = Math.max(last, got);
     }
-    assertTrue(last > TimeUnit.SECONDS.toNanos(1), "the last waited " + last / 1_000_000 + " ms");
+    assertTrue(last > maxWait.toNanos(), "the last waited " + last / 1_000_000 + " ms");
     assertEquals(0, refused.get());
     assertEquals(0, r.addressesReading());
   }
