@@ -399,9 +399,17 @@ class ClientEndpointStreamTest extends ClientEndpointFixture {
     assertEquals(Sse.DONE, events.get(events.size() - 1));
   }
 
+  /**
+   * Each batch of a stream is written under a deadline of its own: a stream that lasts longer
+   * than the I/O deadline (6 s against 5 s) is not cut off while its client reads. Under one
+   * deadline for the whole answer it was, at 5 s. The deadline is long enough that a stall of
+   * the machine holding the reading client for a few seconds does not pass it either (at 1 s,
+   * one could: the client stopped reading, a batch's write blocked and was cut).
+   */
   @Test
   void aStreamLongerThanTheDeadlineIsNotCutOffWhileItsClientReads() throws Exception {
-    start(Duration.ofSeconds(1));
+    Duration deadline = Duration.ofSeconds(5);
+    start(deadline);
     CompletableFuture<HttpResponse<InputStream>> sent = postStreaming(stream("[1]"));
     awaitSubmitted(1);
     OutputListener l = listeners.get(0);
@@ -413,14 +421,14 @@ class ClientEndpointStreamTest extends ClientEndpointFixture {
         throw new IllegalStateException(e);
       }
     });
-    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(2_500);
+    long end = System.nanoTime() + deadline.toNanos() + TimeUnit.SECONDS.toNanos(1);
     int n = 0;
     StringBuilder all = new StringBuilder();
-    while (System.nanoTime() < end) { // 2.5 s of pieces, each a 4 KiB text
+    while (System.nanoTime() < end) { // 6 s of pieces, each a 4 KiB text
       String t = Integer.toString(n).repeat(4096 / Integer.toString(n).length());
       l.onOutput(new int[] {n++}, t);
       all.append(t);
-      Thread.sleep(2);
+      Thread.sleep(5);
     }
     futures.get(0).complete(response("q1", new int[0], all.toString()));
     List<Object> events = Sse.parse(body.get(20, TimeUnit.SECONDS));
