@@ -1821,6 +1821,24 @@ final class ClientEndpoint {
     return readers.readersInUse();
   }
 
+  /**
+   * Requests waiting now for their body's share of the budget (for tests: to wait until one
+   * waits).
+   */
+  int bodyBudgetWaiting() {
+    return bodies.waiting();
+  }
+
+  /**
+   * How long a request waits for its body's share with none given back, instead of
+   * {@link InboundReaders#waitFor} of the I/O timeout (for tests, before the requests that are
+   * to wait: a wait no stall of a busy machine outlasts, where a test asserts that a waiting
+   * request is served).
+   */
+  void bodyBudgetWait(Duration maxWait) {
+    bodies.maxWait(maxWait);
+  }
+
   /** Bodies from the host {@code address} being read now (their reader slots held). */
   int unfinishedReadsFrom(java.net.InetAddress address) {
     return readers.unfinishedReads(new InetSocketAddress(address, 0));

@@ -233,15 +233,19 @@ class ClientEndpointBodyBudgetTest {
 
   /**
    * A request that waits for its share is served when another request gives its share back
-   * within the wait: the refusal comes only once none has been given back for 1 s.
+   * within the wait: the refusal comes only once none has been given back for the wait (1 s;
+   * here 30 s, so that a stall of the machine between the request's wait and the share coming
+   * back does not end the wait, as one of 700 ms did after a fixed sleep of 300 ms). The share
+   * comes back only once the request is seen waiting: one refused at once never is.
    */
   @Test
   void aRequestWaitingForItsShareIsServedWhenOneComesBack() throws Exception {
     start(Duration.ofSeconds(60));
+    endpoint.bodyBudgetWait(Duration.ofSeconds(30));
     holdTheWholeBudget();
     CompletableFuture<HttpResponse<String>> waiting =
         postAsync(ClientEndpoint.COMPLETIONS, "{\"prompt\":[4,5]}");
-    Thread.sleep(300); // it has reached the endpoint and waits
+    Await.until(() -> endpoint.bodyBudgetWaiting() == 1, "the request waits for its share");
     held.get(0).close();
     HttpResponse<String> r = waiting.get(30, TimeUnit.SECONDS);
     assertEquals(200, r.statusCode(), r.body());

@@ -36,7 +36,8 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class BodyBudget {
 
   private final long capacity;
-  private final long maxWaitNanos;
+  /** Under lock ({@link #maxWait(Duration)} changes it for tests). */
+  private long maxWaitNanos;
   private final Runnable onRefused;
   private final ReentrantLock lock = new ReentrantLock();
   /** Signalled whenever bytes are given back. */
@@ -73,6 +74,39 @@ public final class BodyBudget {
     lock.lock();
     try {
       return available;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Steps waiting now for bytes to be given back (for tests: to wait until a request waits).
+   *
+   * @return the number of waiting steps
+   */
+  public int waiting() {
+    lock.lock();
+    try {
+      return lock.getWaitQueueLength(released);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /**
+   * Sets how long a step waits with nothing given back, for the steps that start waiting from
+   * now on (for tests: a wait no stall of a busy machine outlasts, where a test asserts that a
+   * waiting request is served).
+   *
+   * @param maxWait the wait, not negative
+   */
+  public void maxWait(Duration maxWait) {
+    if (maxWait.isNegative()) {
+      throw new IllegalArgumentException("maxWait must not be negative, was " + maxWait);
+    }
+    lock.lock();
+    try {
+      maxWaitNanos = maxWait.toNanos();
     } finally {
       lock.unlock();
     }
