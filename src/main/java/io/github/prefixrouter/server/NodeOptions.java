@@ -721,10 +721,6 @@ public final class NodeOptions {
       // RouterConfig names its fields; the operator typed flags (or config file keys)
       throw new IllegalArgumentException(configFlagNames(e.getMessage()), e);
     }
-    if (!engine.equals("reference")) {
-      checkRequestTimeoutBelowLimits(engineRequestTimeout, config.engineTimeout(),
-          v.containsKey("engine-timeout-ms"), peerMaxHandling);
-    }
     if (engine.equals("reference")) {
       // the reference engine's own limits (ReferenceEngine.Builder), checked here so that a bad
       // value is a bad flag (status 2, naming it) rather than a failure while starting
@@ -735,6 +731,9 @@ public final class NodeOptions {
         throw new IllegalArgumentException("--engine-cache-tokens must be at least the block size ("
             + config.blockSize() + "), was " + engineCacheTokens);
       }
+    } else {
+      checkRequestTimeoutBelowLimits(engineRequestTimeout, config.engineTimeout(),
+          v.containsKey("engine-timeout-ms"), peerMaxHandling);
     }
     this.peerReaderThreads = readerLimit(v, "peer-reader-threads");
     this.peerMaxUnfinishedReads = readerLimit(v, "peer-max-unfinished-reads");
