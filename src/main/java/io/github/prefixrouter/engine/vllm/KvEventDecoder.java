@@ -125,30 +125,20 @@ final class KvEventDecoder {
     // past MAX_UNKNOWN_TAGS distinct tags (six-byte events of a tag each), the events of
     // further tags share one instance: the receiver only counts unknown events, and a tag and
     // an event kept per event made a 16 MiB payload hold about 190 MB
-    Map<String, KvEvent> unknown = new HashMap<>();
-    KvEvent otherTags = null;
-    Map<KvEvent.NoBlocks, KvEvent.NoBlocks> noBlocks = new HashMap<>();
+    Sharing<String, KvEvent.Unknown> unknown = new Sharing<>(MAX_UNKNOWN_TAGS, null);
+    Sharing<KvEvent.NoBlocks, KvEvent.NoBlocks> noBlocks =
+        new Sharing<>(MAX_NO_BLOCK_GROUPS, NO_BLOCKS);
     for (int i = 0; i < n; i++) {
       KvEvent e = readEvent(r);
       // a store or removal naming no block changes nothing (17 bytes, ["BlockStored", [], nil,
       // [], 16], decoded to an event and two arrays: a 16 MiB payload of them held 86 MiB, and
       // each was passed to the listener)
       if (e instanceof KvEvent.Stored s && s.hashes().length == 0) {
-        e = shared(noBlocks, new KvEvent.NoBlocks(s.group(), s.groupKind()));
+        e = noBlock(noBlocks, new KvEvent.NoBlocks(s.group(), s.groupKind()));
       } else if (e instanceof KvEvent.Removed d && d.hashes().length == 0) {
-        e = shared(noBlocks, new KvEvent.NoBlocks(d.group(), null));
+        e = noBlock(noBlocks, new KvEvent.NoBlocks(d.group(), null));
       } else if (e instanceof KvEvent.Unknown u) {
-        KvEvent shared = unknown.get(u.tag());
-        if (shared != null) {
-          e = shared;
-        } else if (unknown.size() < MAX_UNKNOWN_TAGS) {
-          unknown.put(u.tag(), u);
-        } else {
-          if (otherTags == null) {
-            otherTags = u;
-          }
-          e = otherTags;
-        }
+        e = unknown.of(u.tag(), u);
       }
       events.add(e);
     }
@@ -156,20 +146,40 @@ final class KvEventDecoder {
   }
 
   /** The batch's instance equal to {@code e}, or {@code e} made one, or the one naming none. */
-  private static KvEvent.NoBlocks shared(Map<KvEvent.NoBlocks, KvEvent.NoBlocks> seen,
+  private static KvEvent.NoBlocks noBlock(Sharing<KvEvent.NoBlocks, KvEvent.NoBlocks> seen,
       KvEvent.NoBlocks e) {
-    if (e.equals(NO_BLOCKS)) {
-      return NO_BLOCKS;
+    return e.equals(NO_BLOCKS) ? NO_BLOCKS : seen.of(e, e);
+  }
+
+  /**
+   * The instances of a batch's events, shared: one per key for the first {@code max} keys, and
+   * one for all the keys beyond them (the overflow instance given, or else the first event of
+   * such a key).
+   */
+  private static final class Sharing<K, E extends KvEvent> {
+    private final Map<K, E> seen = new HashMap<>();
+    private final int max;
+    private E overflow;
+
+    Sharing(int max, E overflow) {
+      this.max = max;
+      this.overflow = overflow;
     }
-    KvEvent.NoBlocks shared = seen.get(e);
-    if (shared != null) {
-      return shared;
+
+    E of(K key, E e) {
+      E shared = seen.get(key);
+      if (shared != null) {
+        return shared;
+      }
+      if (seen.size() < max) {
+        seen.put(key, e);
+        return e;
+      }
+      if (overflow == null) {
+        overflow = e;
+      }
+      return overflow;
     }
-    if (seen.size() < MAX_NO_BLOCK_GROUPS) {
-      seen.put(e, e);
-      return e;
-    }
-    return NO_BLOCKS;
   }
 
   private static KvEvent readEvent(MsgpackReader r) throws MalformedKvEventException {
