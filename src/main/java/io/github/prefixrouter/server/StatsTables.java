@@ -227,12 +227,13 @@ final class StatsTables {
       .gauge("body_budget_held_bytes", T + "body_budget_held_bytes",
           "Heap held by the bodies of messages and requests being read on the peer port, and of "
               + "the answers to this node's requests being read, not yet authenticated, in bytes, "
-              + "taken from the body budget (--peer-body-budget).",
+              + "taken from their body budgets (--peer-body-budget, one each).",
           HttpTransport.Stats::bodyBudgetHeldBytes)
       .counter("body_budget_refused", T + "body_budget_refused_total",
           "Messages and requests on the peer port answered 503, and this node's requests to "
-              + "peers failed (run here instead), because the body budget (--peer-body-budget) "
-              + "could not give what their body or answer needed while other bodies held it.",
+              + "peers failed (run here instead), because their body budget (--peer-body-budget, "
+              + "one for the bodies, one for the answers) could not give what their body or "
+              + "answer needed while others held it.",
           HttpTransport.Stats::bodyBudgetRefused)
       .counter("internal_errors", T + "internal_errors_total",
           "Messages and requests from peers answered 500 for a failure of this node's own, not "

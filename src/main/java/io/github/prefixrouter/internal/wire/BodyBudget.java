@@ -11,8 +11,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * The heap that the request bodies being read on a port may hold at once, in bytes, shared by
  * all its reader threads: each request takes its {@link Share} in steps as it needs it (on the
  * client port its body as it arrives, its text, its parse as it goes; on the peer port its body
- * as it arrives, until it is authenticated; there too the answers to the node's own requests,
- * read by {@link CappedBody}, until they are authenticated) and gives all of it back once read.
+ * as it arrives, until it is authenticated; in a budget of their own, the answers to the node's
+ * own requests, read by {@link CappedBody}, until they are authenticated) and gives all of it back once read.
  * A body is read by {@link Share#read} (or {@link CappedBody}), which takes its buffer's heap as
  * its bytes arrive, not what its {@code Content-Length} declares: a sender that declares a large
  * body and sends nothing holds the first step alone.

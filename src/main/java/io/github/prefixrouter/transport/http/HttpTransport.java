@@ -222,10 +222,11 @@ import org.slf4j.LoggerFactory;
  * theirs back, and is answered 503 once none has for 1 s ({@link Stats#bodyBudgetRefused()}).
  * These 503s carry {@code Retry-After: 1}; a sender's request fails with {@code BUSY}. They
  * also say {@code Connection: close}, as the body is left unread (all or part of it).
- * The peers' answers to this transport's own requests take their shares of the same budget as
- * they arrive, until they are authenticated and handed on: one that cannot get its share within
- * the same wait fails its request with {@code TOO_LARGE} (this node's shortage, not the peer's
- * fault), counted alike.
+ * The peers' answers to this transport's own requests take their shares of a budget of their
+ * own, of the same size, as they arrive, until they are authenticated and handed on (apart, so
+ * that strangers who hold the inbound budget cannot fail this node's forwards): one that cannot
+ * get its share within the same wait fails its request with {@code TOO_LARGE} (this node's
+ * shortage, not the peer's fault), counted alike.
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
@@ -371,6 +372,12 @@ public final class HttpTransport implements Transport {
   private final Counters counters = new Counters();
   /** The heap the inbound bodies being read and authenticated hold ({@link #readBody}). */
   private final BodyBudget bodies;
+  /**
+   * The budget of the peers' answers to this transport's own requests: of the same size as
+   * {@link #bodies} but apart from it, so that strangers holding the inbound budget cannot fail
+   * this node's forwards.
+   */
+  private final BodyBudget answers;
   /** "address expected-id" to the id the node at that address said it has (warned once each). */
   private final RecentWarnings otherNodes = warnings();
   /**
@@ -410,6 +417,8 @@ public final class HttpTransport implements Transport {
         GuardedClock.of("transport " + b.nodeId, b.wallClockMillis::getAsLong)::nanoTime;
     this.ownFailures = new CountedFailureLog(log, WARNINGS_PER_MINUTE, wallClockMillis);
     this.bodies = new BodyBudget(config.effectiveBodyBudget(),
+        InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
+    this.answers = new BodyBudget(config.effectiveBodyBudget(),
         InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
     if (b.clusterKey != null) {
       List<byte[]> keys = new ArrayList<>();
@@ -803,9 +812,10 @@ public final class HttpTransport implements Transport {
       fail(result, kindOf(e), "cannot build the request to " + to + ": " + e, e);
       return result;
     }
-    // the answer takes its heap from the body budget as it arrives, until it is authenticated
-    // and handed on, as inbound bodies do: given back however the request ends
-    BodyBudget.Share share = bodies.share();
+    // the answer takes its heap from the answers' budget as it arrives, until it is
+    // authenticated and handed on, as inbound bodies do from theirs: given back however the
+    // request ends
+    BodyBudget.Share share = answers.share();
     result.whenComplete((v, e) -> share.close());
     CompletableFuture<HttpResponse<byte[]>> http;
     try {
@@ -841,9 +851,9 @@ public final class HttpTransport implements Transport {
               // this node's shortage, not the peer's fault: the node runs the request itself
               // and does not cool the peer down, as for an answer above maxMessageBytes
               fail(result, TransportException.Kind.TOO_LARGE, "the answer from " + to
-                  + " could not get its share of the heap this node gives bodies being read"
-                  + " before they are authenticated (" + bodies.capacity() + " bytes, bodyBudget):"
-                  + " other bodies held it", c);
+                  + " could not get its share of the heap this node gives the answers to its"
+                  + " requests being read before they are authenticated (" + answers.capacity()
+                  + " bytes, bodyBudget): other answers held it", c);
               return;
             }
             fail(result, kindOf(c), "request to " + to + " failed: " + c, c);
@@ -1898,7 +1908,7 @@ public final class HttpTransport implements Transport {
         counters.otherKeyAuthentications.sum(),
         counters.keyUpdates.sum(),
         counters.senderNotInCertificate.sum(),
-        bodies.capacity() - bodies.available(),
+        bodies.capacity() - bodies.available() + answers.capacity() - answers.available(),
         counters.bodyBudgetRefused.sum(),
         ownFailures.count(),
         clusterKeyIds());
@@ -1946,10 +1956,11 @@ public final class HttpTransport implements Transport {
    *     ({@link Builder#bindNodeIdsToCertificates}); always 0 with that option off
    * @param bodyBudgetHeldBytes the heap the inbound bodies being read and authenticated, and
    *     the answers to this transport's requests being read and authenticated, hold now, in
-   *     bytes, taken from the {@linkplain Builder#bodyBudget body budget}
+   *     bytes, taken from their {@linkplain Builder#bodyBudget body budgets} (one each, so at
+   *     most twice the budget)
    * @param bodyBudgetRefused inbound messages and requests answered 503, and requests failed
-   *     with {@code TOO_LARGE}, because the body budget could not give what their body or
-   *     answer needed while other bodies held it
+   *     with {@code TOO_LARGE}, because their body budget could not give what their body or
+   *     answer needed while other bodies or answers held it
    * @param internalErrors inbound messages and requests answered 500 for a failure of this
    *     node's own, not its handler's: its HMAC (the host's JCA provider's) threw as it checked
    *     their MAC or signed the answer, or something else threw as it read, checked or handed
@@ -2399,9 +2410,12 @@ public final class HttpTransport implements Transport {
      * {@link #maxMessageBytes}, 4 MiB, at once), or twice {@code maxMessageBytes} if that is
      * more. Without the budget, {@code readerThreads} bodies of {@code maxMessageBytes} each
      * (256 MiB at the defaults) could be held before any authentication. The answers to this
-     * transport's own requests take their shares of it too (from 64 KiB up), as they arrive and
-     * until they are authenticated: one whose share does not come free within the same wait
-     * fails its request with {@link TransportException.Kind#TOO_LARGE}, counted alike.
+     * transport's own requests have a budget of their own of the same size (so this node holds
+     * at most twice {@code bytes} of bodies and answers being read): they take their shares of
+     * it (from 64 KiB up) as they arrive and until they are authenticated, and one whose share
+     * does not come free within the same wait fails its request with
+     * {@link TransportException.Kind#TOO_LARGE}, counted alike. Apart, strangers who hold the
+     * inbound budget cannot fail this node's forwards, and answers cannot delay the bodies.
      *
      * @param bytes the budget, at least twice {@link #maxMessageBytes} (what one body can take,
      *     so that one message alone always gets its share)

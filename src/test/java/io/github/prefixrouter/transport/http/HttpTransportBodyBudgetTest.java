@@ -334,6 +334,37 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     assertEquals(1, a.stats().bodyBudgetRefused());
   }
 
+  /**
+   * Strangers that hold the whole budget of the bodies read on the peer port do not fail this
+   * node's own forwards: the peers' answers are read within a budget of their own, of the same
+   * size, so only this node's own requests fill it. They shared one budget, and every forward
+   * failed after 1 s while anyone who could connect kept the budget held.
+   */
+  @Test
+  void strangersHoldingTheInboundBudgetDoNotFailThisNodesRequests() throws Exception {
+    HttpTransport a = start(node("a").inboundIoTimeout(LONG_IO_TIMEOUT).maxMessageBytes(8 * KIB)
+        .bodyBudget(64 * KIB).maxUnfinishedReadsPerAddress(64), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = addressOf(a);
+    List<Socket> holding = new ArrayList<>();
+    for (int i = 1; i <= 8; i++) {
+      holding.add(send("127.0.0.2", addr, messageHead(8 * KIB), 8 * KIB - 1));
+      long expected = i * 8L * KIB;
+      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
+          "the strangers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes() + ")");
+    }
+    for (int i = 0; i < 3; i++) {
+      byte[] answer = a.request(b.localAddress(), ("hi" + i).getBytes(StandardCharsets.UTF_8),
+          Duration.ofSeconds(60)).get(30, TimeUnit.SECONDS);
+      assertEquals("echo a hi" + i, new String(answer, StandardCharsets.UTF_8));
+    }
+    assertEquals(0, a.stats().bodyBudgetRefused(), "no answer was refused its share");
+    assertEquals(64L * KIB, a.stats().bodyBudgetHeldBytes(), "the strangers' shares alone");
+    for (Socket s : holding) {
+      assertStillConnected(s);
+    }
+  }
+
   @Test
   void aTooSmallBodyBudgetIsRefused() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
