@@ -157,7 +157,11 @@ import org.slf4j.LoggerFactory;
  * waits for one of them to finish, and is answered 503 with {@code Retry-After} once none has
  * finished for 1 s, or {@code ioTimeout} if shorter), so clients that stall hold only their own
  * threads and {@code /health}, {@code /v1/stats} and {@code /metrics} are answered at once, never
- * behind other clients' requests. Answers to completions are written by writer threads, one per
+ * behind other clients' requests, until stalled connections hold all {@code readerThreads}: a
+ * connection is read from its first byte, before its headers name its path or its address is
+ * counted, so connections that stall in their headers, from anywhere, have every other
+ * connection closed at once, {@code /health}'s too, for as long as they keep all the threads
+ * (each at most {@code ioTimeout}). Answers to completions are written by writer threads, one per
  * answer being written and at most {@code readerThreads}, so a client that does not read holds only
  * its own. Reading a request and writing an answer each have {@code ioTimeout}; a connection that
  * takes longer is closed. A connection that sends nothing holds no reader thread (the server starts
