@@ -170,19 +170,27 @@ import org.slf4j.LoggerFactory;
  * ({@code sun.net.httpserver.idleInterval}, 30 s by default, checked every 10 s), without counting
  * it.
  *
- * <p>Memory: the request bodies being read, all reader threads together, hold at most the body
- * budget ({@code bodyBudget}, default {@value #DEFAULT_BODY_BUDGET} bytes, at least
- * {@value #MIN_BODY_BUDGET}: what one request of an 8 MiB body can take, so that one request
- * alone always gets its share). Each request takes its share as it needs it: its body in
- * doubling steps from 64 KiB as it arrives, up to its Content-Length (so a client that declares
- * 8 MiB and sends nothing holds 64 KiB), two bytes per body byte for its text (one when it is
- * ASCII), and its parse's estimate ({@link #maxParsedBytes}) in doubling steps as the parse
- * charges it ({@link Json.Memory}); it gives all of it back once its body is parsed or refused,
- * or its connection closed or was cut, before any refusal is written. A step that does not come
- * free waits while other requests give theirs back, and is answered 503 with
- * {@code Retry-After} (OpenAI's shape, code {@code busy}, on the OpenAI routes) once none has
- * for 1 s (or {@code ioTimeout} if shorter), counted as {@code body_budget_refused}
- * ({@link BodyBudget}).
+ * <p>Memory: the requests, all together, hold at most the body budget ({@code bodyBudget},
+ * default {@value #DEFAULT_BODY_BUDGET} bytes, at least {@value #MIN_BODY_BUDGET}: what one
+ * request of an 8 MiB body can take, read or tokenized, so that one request alone always gets
+ * its share): the bodies being read, and the prompts of the requests accepted until they end.
+ * Each request takes its share as it needs it: its body in doubling steps from 64 KiB as it
+ * arrives, up to its Content-Length (so a client that declares 8 MiB and sends nothing holds 64
+ * KiB), two bytes per body byte for its text (one when it is ASCII), and its parse's estimate
+ * ({@link #maxParsedBytes}) in doubling steps as the parse charges it ({@link Json.Memory}).
+ * Parsed, it gives back its body and text, and its share is resized to what the request still
+ * holds ({@link BodyBudget.Share#resize}): a text prompt its text ({@link #promptBytes}), a
+ * conversation its parse's share, while they are tokenized, with the tokenizer's copies of them
+ * taken as it makes them ({@link PromptTokenizer#tokenize(String, String,
+ * PromptTokenizer.Heap)}); then, and from the start for token ids, its token ids, 4 bytes each,
+ * and its strings ({@link #requestBytes}) while it runs. It gives all of it back once the request
+ * has ended, however it ended (answered, failed, cancelled, refused, its tokenization failed or
+ * the endpoint stopped), or once its body is refused or its connection closed or was cut, before
+ * any refusal is written. A step, or a larger share once tokenized, that does not come free waits
+ * while other requests give theirs back, and is answered 503 with {@code Retry-After} (OpenAI's
+ * shape, code {@code busy}, on the OpenAI routes) once none has for 1 s (or {@code ioTimeout} if
+ * shorter), counted as {@code body_budget_refused} ({@link BodyBudget}). So the prompts the
+ * endpoint holds are bounded by the budget, not only by {@code maxInFlight} requests.
  * Before the budget only the reader threads bounded that memory: 64 x (8 MiB + text + 49 MB).
  *
  * <p>A streamed request is cancelled ({@code cancel(true)} on the node's future) when a write
@@ -220,11 +228,17 @@ final class ClientEndpoint {
   /** Heap the parsed JSON of a body may take per byte of the body, over the base. */
   static final int PARSED_PER_BODY_BYTE = 4;
   /**
-   * The most heap one request being read can take of the {@linkplain #DEFAULT_BODY_BUDGET body
-   * budget}: an 8 MiB body, its text (16 MiB: two bytes per character) and its parse (16 MiB +
-   * 4 x 8 MiB), 72 MiB. A smaller budget is refused: one request alone always gets its share.
+   * The most heap one request can take of the {@linkplain #DEFAULT_BODY_BUDGET body budget},
+   * rounded up to a whole MiB: 73 MiB. Read, a request of an 8 MiB body takes its body, its text
+   * (16 MiB: two bytes per character) and its parse (16 MiB + 4 x 8 MiB), 72 MiB. Tokenized, a
+   * conversation of that body keeps its parse's share (48 MiB at most) and takes the engine
+   * tokenizer's copies of it: their JSON text, at most a character per byte of the body and two
+   * bytes a character, and its UTF-8, at most a byte per body byte, 24 MiB, plus the keys the
+   * tokenizer adds (numbers the tokenizer writes longer than the client did, {@code 1e6} as
+   * {@code 1000000.0} in {@code chat_template_kwargs}, aside): 72 MiB and some bytes. A smaller
+   * budget is refused: one request alone always gets its share.
    */
-  static final long MIN_BODY_BUDGET = 3L * MAX_BODY + maxParsedBytes(MAX_BODY);
+  static final long MIN_BODY_BUDGET = 73L << 20;
   /** The default heap the request bodies being read may take at once: 256 MiB. */
   static final long DEFAULT_BODY_BUDGET = 256L << 20;
   /** The first step of the heap a body being read takes ({@link #readObject}). */
@@ -279,7 +293,10 @@ final class ClientEndpoint {
   private final AtomicLong rejectedNotFound = new AtomicLong();
   private final AtomicLong readsRefused = new AtomicLong();
   private final AtomicLong bodyBudgetRefused = new AtomicLong();
-  /** The heap the bodies being read hold ({@link #readObject}). */
+  /**
+   * The heap the requests hold: their bodies being read ({@link #readObject}), then their
+   * prompts until they end.
+   */
   private final BodyBudget bodies;
   private final AtomicLong streamsCancelled = new AtomicLong();
   private final AtomicLong tokenizeFailures = new AtomicLong();
@@ -387,10 +404,11 @@ final class ClientEndpoint {
   /**
    * An endpoint with a budget of the heap the request bodies being read may hold.
    *
-   * @param bodyBudget the bytes the requests being read may hold at once, all reader threads
-   *     together: their bodies, texts and parsed JSON (at least {@value #MIN_BODY_BUDGET}, what
-   *     one request of the largest body can take, so that one request alone always gets its
-   *     share; default {@value #DEFAULT_BODY_BUDGET}). A request whose next step of its share
+   * @param bodyBudget the bytes the requests may hold at once, all together: the bodies being
+   *     read, their texts and parsed JSON, and the prompts of the requests accepted until they
+   *     end (at least {@value #MIN_BODY_BUDGET}, what one request of the largest body can take,
+   *     read or tokenized, so that one request alone always gets its share; default
+   *     {@value #DEFAULT_BODY_BUDGET}). A request whose next step of its share
    *     does not come free waits while other requests give theirs back, and is answered 503
    *     with {@code Retry-After} once none has for 1 s ({@link BodyBudget})
    * @throws IllegalArgumentException if a limit is out of its range
@@ -419,7 +437,7 @@ final class ClientEndpoint {
       long seedOfSeeds, long bodyBudget, LongSupplier nanoClock) {
     if (bodyBudget < MIN_BODY_BUDGET) {
       throw new IllegalArgumentException("bodyBudget must be at least " + MIN_BODY_BUDGET
-          + " bytes (one request of the largest body, its text and its parse), was "
+          + " bytes (one request of the largest body, read or tokenized), was "
           + bodyBudget);
     }
     this.bodies = new BodyBudget(bodyBudget, InboundReaders.waitFor(ioTimeout),
@@ -887,9 +905,17 @@ final class ClientEndpoint {
       respond(ex, 503, Map.of("error", "too many unfinished requests from this address"));
       return;
     }
-    // the share is given back before any refusal is written, and once the request is parsed
-    try (BodyBudget.Share share = bodies.share()) {
-      parsed = parseRequest(ex, share);
+    // the share is given back before any refusal is written; once the request is parsed, it is
+    // resized to what the request holds, its token ids, kept until the request ends
+    BodyBudget.Share share = bodies.share();
+    try {
+      try {
+        parsed = parseRequest(ex, share);
+        share.resize(requestBytes(parsed.request()));
+      } catch (Throwable e) {
+        share.close();
+        throw e;
+      }
     } catch (BodyBudget.Refused e) {
       refuseInTime(ex, () -> {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
@@ -915,46 +941,58 @@ final class ClientEndpoint {
     } finally {
       readers.release(remote);
     }
-    if (!inTime(ex)) {
-      return; // the body came, or was read, too late: inTime closed the connection
+    boolean handedOn = false; // the share then ends with the request
+    try {
+      if (!inTime(ex)) {
+        return; // the body came, or was read, too late: inTime closed the connection
+      }
+      if (inFlight.incrementAndGet() > maxInFlight) {
+        inFlight.decrementAndGet();
+        rejectedBusy.incrementAndGet();
+        share.close();
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
+        return;
+      }
+      InferenceRequest request = parsed.request();
+      handedOn = true;
+      if (parsed.stream()) {
+        stream(ex, request, timing, share);
+        return;
+      }
+      submitWhole(ex, request, timing, share,
+          resp -> () -> respond(ex, 200, toJson(resp, request.params())),
+          c -> () -> answerFailure(ex, request.id(), c));
+    } finally {
+      if (!handedOn) {
+        share.close();
+      }
     }
-    if (inFlight.incrementAndGet() > maxInFlight) {
-      inFlight.decrementAndGet();
-      rejectedBusy.incrementAndGet();
-      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
-      respond(ex, 503, Map.of("error", "too many requests in flight at this node"));
-      return;
-    }
-    InferenceRequest request = parsed.request();
-    if (parsed.stream()) {
-      stream(ex, request, timing);
-      return;
-    }
-    submitWhole(ex, request, timing,
-        resp -> () -> respond(ex, 200, toJson(resp, request.params())),
-        c -> () -> answerFailure(ex, request.id(), c));
   }
 
   /**
    * Submits a streamed request ({@code "stream": true}): its pieces and its end are written as
    * server-sent events by the writer threads ({@link StreamedAnswer}).
    */
-  private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing) {
-    stream(ex, request, timing,
+  private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
+      BodyBudget.Share share) {
+    stream(ex, request, timing, share,
         () -> new StreamedAnswer.RouteFormat(request.id(), request.params()),
         (e, failure) -> answerFailure(e, request.id(), failure));
   }
 
   /**
    * Submits a streamed request whose events {@code format} renders and whose failure before its
-   * first piece {@code failureAnswer} answers; gives its in-flight slot back when it completes.
+   * first piece {@code failureAnswer} answers; gives its in-flight slot and its {@code share} of
+   * the body budget back when it completes (answered, failed, cancelled).
    * Its time is counted when its answer ends: served where its answer came from if its end
    * event was written, else failed. Whatever is thrown as its answer is set up (an
    * {@link Error} too: the heap running out) is the endpoint's own failure: the slot is given
    * back and the client answered 500 by a writer thread, nothing submitted.
    */
   private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
-      Supplier<StreamedAnswer.Format> format, StreamedAnswer.FailureAnswer failureAnswer) {
+      BodyBudget.Share share, Supplier<StreamedAnswer.Format> format,
+      StreamedAnswer.FailureAnswer failureAnswer) {
     StreamedAnswer made = null;
     try {
       made = new StreamedAnswer(ex, request.id(), executor, ioDeadline, format.get(),
@@ -972,6 +1010,7 @@ final class ClientEndpoint {
         openStreams.remove(made);
       }
       inFlight.decrementAndGet();
+      share.close();
       failedHere(e, "cannot set up the stream of client request {}", request.id());
       writeLater(ex, () -> internalError(ex), () -> timing.answered(ClientLatency.FAILED));
       return;
@@ -986,6 +1025,7 @@ final class ClientEndpoint {
     s.attach(answer);
     answer.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
+      share.close();
       s.complete(resp, err);
     });
   }
@@ -1015,8 +1055,19 @@ final class ClientEndpoint {
       return;
     }
     OpenAiRequest req;
-    try (BodyBudget.Share share = bodies.share()) {
-      req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH, share), kind, baseModel);
+    // given back before any refusal is written; once parsed, resized to what the request holds
+    // (its text, its conversation as parsed, its token ids), kept until the request ends
+    BodyBudget.Share share = bodies.share();
+    try {
+      try {
+        req = OpenAiRequest.parse(readObject(ex, OPENAI_MAX_DEPTH, share), kind, baseModel);
+        if (req.kind != OpenAiRequest.Kind.CHAT) { // a conversation keeps its parse's share
+          share.resize(promptBytes(req));
+        }
+      } catch (Throwable e) {
+        share.close();
+        throw e;
+      }
     } catch (BodyBudget.Refused e) {
       refuseInTime(ex, () -> {
         ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
@@ -1048,28 +1099,38 @@ final class ClientEndpoint {
     } finally {
       readers.release(remote);
     }
-    if (!inTime(ex)) {
-      return; // the body came, or was read, too late: inTime closed the connection
+    boolean handedOn = false; // the share then ends with the request
+    try {
+      if (!inTime(ex)) {
+        return; // the body came, or was read, too late: inTime closed the connection
+      }
+      if (req.needsTokenizer() && tokenizer == null) {
+        share.close();
+        openAiError(ex, NO_TOKENIZER_STATUS, NO_TOKENIZER_MESSAGE, req.promptParam(),
+            "no_tokenizer");
+        return;
+      }
+      String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
+      long seed = req.seed != null ? req.seed : seeds.next();
+      long created = epochSeconds.getAsLong();
+      // the slot is taken before tokenizing: a tokenization counts against the cap as a request;
+      // from here on every path gives it back exactly once, and the share with it
+      if (inFlight.incrementAndGet() > maxInFlight) {
+        inFlight.decrementAndGet();
+        rejectedBusy.incrementAndGet();
+        share.close();
+        ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
+        openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
+        return;
+      }
+      handedOn = true;
+      tokenize(req, requestId, share,
+          (t, err) -> submitOpenAi(ex, req, requestId, seed, created, timing, share, t, err));
+    } finally {
+      if (!handedOn) {
+        share.close();
+      }
     }
-    if (req.needsTokenizer() && tokenizer == null) {
-      openAiError(ex, NO_TOKENIZER_STATUS, NO_TOKENIZER_MESSAGE, req.promptParam(),
-          "no_tokenizer");
-      return;
-    }
-    String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
-    long seed = req.seed != null ? req.seed : seeds.next();
-    long created = epochSeconds.getAsLong();
-    // the slot is taken before tokenizing: a tokenization counts against the cap as a request;
-    // from here on every path gives it back exactly once
-    if (inFlight.incrementAndGet() > maxInFlight) {
-      inFlight.decrementAndGet();
-      rejectedBusy.incrementAndGet();
-      ex.getResponseHeaders().add("Retry-After", RETRY_AFTER_SECONDS);
-      openAiError(ex, 503, "too many requests in flight at this node", null, "busy");
-      return;
-    }
-    tokenize(req, requestId,
-        (t, err) -> submitOpenAi(ex, req, requestId, seed, created, timing, t, err));
   }
 
   /**
@@ -1085,7 +1146,7 @@ final class ClientEndpoint {
    * answered that way, and what was thrown is counted and logged as the endpoint's own failure
    * all the same ({@link #failedHere}).
    */
-  private void tokenize(OpenAiRequest req, String requestId,
+  private void tokenize(OpenAiRequest req, String requestId, BodyBudget.Share share,
       java.util.function.BiConsumer<PromptTokenizer.Tokenized, Throwable> then) {
     if (!req.needsTokenizer()) {
       then.accept(new PromptTokenizer.Tokenized(req.promptIds, -1), null);
@@ -1093,12 +1154,15 @@ final class ClientEndpoint {
     }
     CompletableFuture<PromptTokenizer.Tokenized> call;
     try {
+      // the tokenizer's copies of the prompt (the request it sends) are taken from the share
       call = req.kind == OpenAiRequest.Kind.CHAT
-          ? tokenizer.tokenizeChat(req.model, req.messages, req.chatTemplateKwargs)
-          : tokenizer.tokenize(req.model, req.promptText);
+          ? tokenizer.tokenizeChat(req.model, req.messages, req.chatTemplateKwargs, share::take)
+          : tokenizer.tokenize(req.model, req.promptText, share::take);
       if (call == null) {
         throw new IllegalStateException("the tokenizer gave no future");
       }
+    } catch (BodyBudget.Refused e) { // its copies' heap did not come: answered 503 busy
+      call = CompletableFuture.failedFuture(e);
     } catch (Throwable e) { // a tokenizer that throws instead of failing its future, an
       // Error too: answered 502 tokenizer_failed all the same, its slot given back
       if (e instanceof Error) {
@@ -1185,8 +1249,8 @@ final class ClientEndpoint {
    * once: here on a failure, else when the node's future completes.
    */
   private void submitOpenAi(HttpExchange ex, OpenAiRequest req, String requestId, long seed,
-      long created, ClientLatency.Request timing, PromptTokenizer.Tokenized tokenized,
-      Throwable tokenizeError) {
+      long created, ClientLatency.Request timing, BodyBudget.Share share,
+      PromptTokenizer.Tokenized tokenized, Throwable tokenizeError) {
     InferenceRequest request;
     OpenAiAnswers.Context ctx;
     try {
@@ -1210,9 +1274,17 @@ final class ClientEndpoint {
       ctx = new OpenAiAnswers.Context(req.kind, OpenAiAnswers.answerId(req.kind, requestId),
           created, req.model, request.params(), seed, req.includeUsage, tokenizer,
           req.continuousUsage, request.tokens().length);
+      // its text, conversation and the tokenizer's copies are held no more, its ids are: a
+      // larger share than it had waits as a body's step, and is refused as one
+      try {
+        share.resize(requestBytes(request));
+      } catch (BodyBudget.Refused e) {
+        throw budgetRefused(e);
+      }
     } catch (Throwable e) { // an Error too (thrown here it was lost in the tokenizer's future,
       // the client never answered): this endpoint's own failure, a 500 internal
       inFlight.decrementAndGet();
+      share.close();
       if (e instanceof OpenAiRequest.Invalid) { // its tokens: none, or too many
         rejectedInvalid.incrementAndGet();
       }
@@ -1229,11 +1301,17 @@ final class ClientEndpoint {
       return;
     }
     if (req.stream) {
-      stream(ex, request, timing, () -> new OpenAiAnswers.ChunkFormat(ctx), this::openAiFailure);
+      stream(ex, request, timing, share, () -> new OpenAiAnswers.ChunkFormat(ctx),
+          this::openAiFailure);
       return;
     }
-    submitWhole(ex, request, timing, resp -> () -> answerOpenAi(ex, ctx, resp),
+    submitWhole(ex, request, timing, share, resp -> () -> answerOpenAi(ex, ctx, resp),
         c -> () -> openAiFailure(ex, c));
+  }
+
+  /** A request whose share of the body budget did not come, answered 503 {@code busy}. */
+  private static OpenAiFailure budgetRefused(BodyBudget.Refused e) {
+    return new OpenAiFailure(503, String.valueOf(e.getMessage()), null, "busy");
   }
 
   /** Why a tokenization failed, as the answer it gets; counts it. */
@@ -1245,6 +1323,9 @@ final class ClientEndpoint {
     }
     if (c instanceof EndpointFailure e) { // this endpoint's, not the tokenizer's
       return e;
+    }
+    if (c instanceof BodyBudget.Refused e) { // the tokenizer's copies did not get their share
+      return budgetRefused(e);
     }
     if (c instanceof TokenizeTimeoutException) {
       tokenizeFailures.incrementAndGet();
@@ -1277,13 +1358,14 @@ final class ClientEndpoint {
 
   /**
    * Submits a request answered whole: when the node's future completes, gives the in-flight slot
-   * back and hands the answer's write ({@code answer}, or {@code failure} of the failure's cause)
-   * to the writer threads, never writing on the engine's or the node's thread that completed the
+   * and the request's {@code share} of the body budget back and hands the answer's write
+   * ({@code answer}, or {@code failure} of the failure's cause) to the writer threads, never
+   * writing on the engine's or the node's thread that completed the
    * request: a client that does not read must not block it. Its time is counted once the write
    * ends: served where its answer came from if that was answered 200, else failed.
    */
   private void submitWhole(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
-      java.util.function.Function<InferenceResponse, Runnable> answer,
+      BodyBudget.Share share, java.util.function.Function<InferenceResponse, Runnable> answer,
       java.util.function.Function<Throwable, Runnable> failure) {
     CompletableFuture<InferenceResponse> f;
     try {
@@ -1293,6 +1375,7 @@ final class ClientEndpoint {
     }
     f.whenComplete((resp, err) -> {
       inFlight.decrementAndGet();
+      share.close(); // the request has ended: the node holds its ids no more
       if (err == null) {
         writeLater(ex, answer.apply(resp), () -> timing.answered(
             ex.getResponseCode() == 200 ? ClientLatency.served(resp) : ClientLatency.FAILED));
@@ -1695,7 +1778,8 @@ final class ClientEndpoint {
    * ({@link BodyBudget.Share#read}), so that a client holds about what it has sent, not what it
    * declared; then two bytes per byte of it for its text (given back down to one when the text
    * is ASCII, which the JVM holds in a byte a character), then the parse's estimate as it goes
-   * ({@link Json.Memory}).
+   * ({@link Json.Memory}). Parsed, the body and its text are given back: the share holds the
+   * parse's, what the parsed JSON may take.
    *
    * @throws BodyTooLargeException for a larger body (413)
    * @throws BodyBudget.Refused if the budget cannot give a step of the share in time (503)
@@ -1719,13 +1803,17 @@ final class ClientEndpoint {
     if (body == null) {
       throw new BodyTooLargeException("body larger than " + MAX_BODY + " bytes");
     }
-    share.take(2L * body.length());
+    long textBytes = 2L * body.length();
+    share.take(textBytes);
     String text = utf8(body.bytes(), body.length());
     if (text.length() == body.length()) { // every byte a character: ASCII, a byte each
       share.give(body.length());
+      textBytes = body.length();
     }
     Object root = Json.parse(text, MAX_BODY, maxDepth, maxParsedBytes(body.length()),
         share::take);
+    // the body and its text are not held once parsed: the share keeps the parse's
+    share.give(body.bytes().length + textBytes);
     if (!(root instanceof Map<?, ?> m)) {
       throw new IllegalArgumentException("the body must be a JSON object");
     }
@@ -1741,6 +1829,42 @@ final class ClientEndpoint {
    */
   static long maxParsedBytes(int bodyBytes) {
     return PARSED_BASE_BYTES + (long) PARSED_PER_BODY_BYTE * bodyBytes;
+  }
+
+  /**
+   * The heap a request holds while it runs, which its share of the body budget keeps until it
+   * ends: its token ids, 4 bytes each, its strings (its id, adapter, cache salt and stop
+   * strings), 2 bytes a character, and its stop token ids, 16 bytes each (boxed).
+   */
+  static long requestBytes(InferenceRequest r) {
+    GenerationParams p = r.params();
+    long b = 4L * r.tokens().length
+        + 2L * (r.id().length() + r.scope().adapter().length() + r.scope().salt().length());
+    for (String stop : p.stop()) {
+      b += 2L * stop.length();
+    }
+    return b + 16L * p.stopTokenIds().size();
+  }
+
+  /**
+   * The heap an OpenAI-style completion holds until its tokens come, which its share of the body
+   * budget keeps: its prompt's text (a byte a character when all are Latin-1, else two) or token
+   * ids (4 bytes each), and its strings and stop token ids as {@link #requestBytes} counts them
+   * (a conversation keeps its parse's share instead: the parsed messages).
+   */
+  static long promptBytes(OpenAiRequest req) {
+    long b = 2L * (req.model.length() + req.scope.adapter().length() + req.scope.salt().length());
+    for (String stop : req.stop) {
+      b += 2L * stop.length();
+    }
+    b += 16L * req.stopTokenIds.size();
+    if (req.promptText != null) {
+      b += EngineTokenizer.stringBytes(req.promptText);
+    }
+    if (req.promptIds != null) {
+      b += 4L * req.promptIds.length;
+    }
+    return b;
   }
 
   /**
@@ -1858,7 +1982,7 @@ final class ClientEndpoint {
     return bodyBudgetRefused.get();
   }
 
-  /** The bytes of the body budget not held by requests being read now. */
+  /** The bytes of the body budget not held by requests now (being read, or accepted). */
   long bodyBudgetAvailable() {
     return bodies.available();
   }

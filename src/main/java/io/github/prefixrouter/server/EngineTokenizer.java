@@ -329,18 +329,38 @@ final class EngineTokenizer implements PromptTokenizer {
 
   @Override
   public CompletableFuture<Tokenized> tokenize(String model, String prompt) {
+    return tokenize(model, prompt, Heap.UNCOUNTED);
+  }
+
+  @Override
+  public CompletableFuture<Tokenized> tokenizeChat(String model,
+      List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs) {
+    return tokenizeChat(model, messages, chatTemplateKwargs, Heap.UNCOUNTED);
+  }
+
+  /**
+   * {@inheritDoc} The copies taken from {@code heap}: the JSON text of the request sent (one
+   * byte a character when every character is Latin-1, else two) and its UTF-8 bytes, which the
+   * request holds until it is answered.
+   */
+  @Override
+  public CompletableFuture<Tokenized> tokenize(String model, String prompt, Heap heap) {
     Map<String, Object> body = new LinkedHashMap<>();
     if (model != null && !model.isEmpty()) {
       body.put("model", model);
     }
     body.put("prompt", prompt);
     body.put("add_special_tokens", true);
-    return post(body);
+    return post(body, heap);
   }
 
+  /**
+   * {@inheritDoc} The copies taken from {@code heap} as by
+   * {@link #tokenize(String, String, Heap)}.
+   */
   @Override
   public CompletableFuture<Tokenized> tokenizeChat(String model,
-      List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs) {
+      List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs, Heap heap) {
     Map<String, Object> body = new LinkedHashMap<>();
     if (model != null && !model.isEmpty()) {
       body.put("model", model);
@@ -350,10 +370,40 @@ final class EngineTokenizer implements PromptTokenizer {
     if (chatTemplateKwargs != null && !chatTemplateKwargs.isEmpty()) {
       body.put("chat_template_kwargs", chatTemplateKwargs);
     }
-    return post(body);
+    return post(body, heap);
   }
 
-  private CompletableFuture<Tokenized> post(Map<String, Object> body) {
+  /** The heap a string of {@code text}'s characters takes: a byte each if all are Latin-1. */
+  static long stringBytes(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      if (text.charAt(i) > 0xFF) {
+        return 2L * text.length();
+      }
+    }
+    return text.length();
+  }
+
+  /** The bytes of {@code text} in UTF-8 (a lone surrogate, which JSON refuses, as 3). */
+  static long utf8Bytes(String text) {
+    long n = 0;
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c < 0x80) {
+        n++;
+      } else if (c < 0x800) {
+        n += 2;
+      } else if (Character.isHighSurrogate(c) && i + 1 < text.length()
+          && Character.isLowSurrogate(text.charAt(i + 1))) {
+        n += 4;
+        i++;
+      } else {
+        n += 3;
+      }
+    }
+    return n;
+  }
+
+  private CompletableFuture<Tokenized> post(Map<String, Object> body, Heap heap) {
     if (closed) {
       return CompletableFuture.failedFuture(closedFault());
     }
@@ -367,13 +417,18 @@ final class EngineTokenizer implements PromptTokenizer {
       // prompt's fault; the future fails, as PromptTokenizer promises, rather than tokenize throw
       return CompletableFuture.failedFuture(fault("cannot write the request to " + uri + ": " + e, e));
     }
+    // the copies held until the request is answered, taken as they are made; what heap throws
+    // (the client port's body budget refusing them) is thrown on, nothing sent
+    heap.take(stringBytes(json));
+    heap.take(utf8Bytes(json));
+    byte[] bytes = json.getBytes(StandardCharsets.UTF_8);
     HttpRequest request;
     try {
       HttpRequest.Builder b = HttpRequest.newBuilder(uri)
           .timeout(timeout)
           .header("Content-Type", "application/json")
           .header("Accept", "application/json")
-          .POST(HttpRequest.BodyPublishers.ofString(json, StandardCharsets.UTF_8));
+          .POST(HttpRequest.BodyPublishers.ofByteArray(bytes));
       if (apiKey != null) {
         b.header("Authorization", "Bearer " + apiKey);
       }

@@ -202,12 +202,13 @@ public final class NodeOptions {
           "                           waits while others give theirs back, and is answered 503",
           "                           (busy) once none has for 1 s; at least 8m; default 64m;",
           "                           as much again for the peers' answers to this node",
-          "  --client-body-budget SIZE  heap the request bodies being read on the client port",
-          "                           may hold at once (bodies, texts, parsed JSON): bytes, or",
+          "  --client-body-budget SIZE  heap the requests on the client port may hold at once",
+          "                           (bodies being read, texts, parsed JSON; then prompts",
+          "                           until their requests end): bytes, or",
           "                           a number with k, m or g (KiB, MiB, GiB); a request that",
           "                           cannot get its share waits while others give theirs",
           "                           back, and is answered 503 once none has for 1 s; at",
-          "                           least 72m (one 8 MiB body's); default 256m",
+          "                           least 73m (one 8 MiB body's); default 256m",
           "  --ready-file FILE        write 'peer=HOST:PORT client=HOST:PORT' here once serving;",
           "                           removed at start (a previous run's) and on stop",
           "  --shutdown-grace-ms N    on SIGTERM, wait at most this long for accepted requests,",
@@ -958,7 +959,7 @@ public final class NodeOptions {
    */
   private static long bodyBudget(Map<String, String> v, String key) {
     return budget(v, key, ClientEndpoint.MIN_BODY_BUDGET,
-        "one request of the largest body, 8 MiB, with its text and parsed JSON");
+        "one request of the largest body, 8 MiB, read or tokenized");
   }
 
   /**

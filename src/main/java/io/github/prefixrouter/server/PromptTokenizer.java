@@ -41,6 +41,44 @@ interface PromptTokenizer {
       Map<String, Object> chatTemplateKwargs);
 
   /**
+   * As {@link #tokenize(String, String)}, taking from {@code heap} the heap of the copies of the
+   * prompt that the tokenization holds until its future completes (the request it sends, say),
+   * as it makes them. {@code heap} may block, and may throw (a request the client port's body
+   * budget cannot give the heap): the call then ends, and what it threw is thrown on, nothing
+   * sent. By default nothing is taken: a tokenizer that holds no copy of a size to count.
+   *
+   * @param heap takes bytes of heap for the tokenization, on the caller's thread
+   */
+  default CompletableFuture<Tokenized> tokenize(String model, String prompt, Heap heap) {
+    return tokenize(model, prompt);
+  }
+
+  /**
+   * As {@link #tokenizeChat(String, List, Map)}, taking the heap of its copies of the
+   * conversation from {@code heap} as {@link #tokenize(String, String, Heap)} does.
+   *
+   * @param heap takes bytes of heap for the tokenization, on the caller's thread
+   */
+  default CompletableFuture<Tokenized> tokenizeChat(String model,
+      List<Map<String, Object>> messages, Map<String, Object> chatTemplateKwargs, Heap heap) {
+    return tokenizeChat(model, messages, chatTemplateKwargs);
+  }
+
+  /** Where a tokenization takes the heap of its copies of the prompt. */
+  @FunctionalInterface
+  interface Heap {
+    /** Nothing taken: the tokenization's copies are not counted. */
+    Heap UNCOUNTED = bytes -> {};
+
+    /**
+     * Takes {@code bytes} of heap, waiting for them if it must.
+     *
+     * @throws RuntimeException if they cannot be had: the tokenization ends
+     */
+    void take(long bytes);
+  }
+
+  /**
    * The text of output tokens, for answers whose engine gave tokens but no text (the demo
    * engine, which has no tokenizer of its own). By default the engine's text, unchanged: engines
    * next to a model server give the server's text.

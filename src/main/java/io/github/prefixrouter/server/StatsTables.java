@@ -665,12 +665,14 @@ final class StatsTables {
               + "client port requires one (--client-tls-truststore; /health excepted).",
           ClientStats::refusedWithoutCertificate)
       .gauge("body_budget_held_bytes", C + "body_budget_held_bytes",
-          "Heap held by the request bodies being read, in bytes: their bodies, texts and parsed "
-              + "JSON, taken from the body budget (--client-body-budget).",
+          "Heap held by the client requests, in bytes, taken from the body budget "
+              + "(--client-body-budget): the bodies being read, their texts and parsed JSON; "
+              + "then each accepted request's prompt (its text and the tokenizer's copies while "
+              + "it is tokenized, its token ids while it runs) until it ends.",
           ClientStats::bodyBudgetHeldBytes)
       .counter("body_budget_refused", C + "body_budget_refused_total",
           "Requests answered 503 because the body budget (--client-body-budget) could not give "
-              + "what their body needed while other bodies held it.",
+              + "what their body or prompt needed while other requests held it.",
           ClientStats::bodyBudgetRefused)
       .counter("internal_errors", C + "internal_errors_total",
           "Client requests answered 500 (or, once their stream had begun, its internal error "

@@ -128,6 +128,42 @@ class EngineTokenizerTest {
     }
   }
 
+  /**
+   * The request a tokenization sends holds copies of the prompt until it is answered: its JSON
+   * text and that text's UTF-8 bytes, taken from the caller's heap before it is sent (the client
+   * port's body budget): two bytes per character of an ASCII prompt, and a few for the keys.
+   */
+  @Test
+  void theCopiesOfThePromptAreTakenFromTheCallersHeap() throws Exception {
+    answer.set(new Answer(200, "{\"tokens\":[1,2],\"max_model_len\":64}"));
+    String prompt = "x".repeat(100_000);
+    java.util.concurrent.atomic.AtomicLong taken = new java.util.concurrent.atomic.AtomicLong();
+    tokenizer.tokenize("m", prompt, taken::addAndGet).get(10, TimeUnit.SECONDS);
+    assertTrue(taken.get() >= 2L * prompt.length() && taken.get() < 2L * prompt.length() + 256,
+        "taken for a prompt of " + prompt.length() + " ASCII characters: " + taken.get());
+    taken.set(0);
+    // one Latin-1 character and one not: two bytes each as text, 2 + 3 in UTF-8
+    String wide = "\u00e9\u4e2d".repeat(50_000);
+    tokenizer.tokenizeChat("m", List.of(Map.of("role", "user", "content", wide)), Map.of(),
+        taken::addAndGet).get(10, TimeUnit.SECONDS);
+    long expected = 2L * wide.length() + 5L * wide.length() / 2;
+    assertTrue(taken.get() >= expected && taken.get() < expected + 512,
+        "taken for a conversation of " + wide.length() + " wide characters: " + taken.get());
+  }
+
+  /** A heap that cannot give the copies ends the call: thrown on, nothing sent. */
+  @Test
+  void aHeapThatRefusesTheCopiesEndsTheCallBeforeItIsSent() {
+    answer.set(new Answer(200, "{\"tokens\":[1],\"max_model_len\":64}"));
+    IllegalStateException refused = new IllegalStateException("no heap");
+    IllegalStateException e = assertThrows(IllegalStateException.class,
+        () -> tokenizer.tokenize("m", "hello", bytes -> {
+          throw refused;
+        }));
+    assertTrue(e == refused, "thrown on as it was: " + e);
+    assertEquals(null, lastBody.get(), "nothing sent");
+  }
+
   @Test
   void aTextPromptIsSentWithItsSpecialTokensAndItsIdsComeBack() throws Exception {
     answer.set(new Answer(200, "{\"count\":3,\"max_model_len\":32768,\"tokens\":[1,15496,995],"

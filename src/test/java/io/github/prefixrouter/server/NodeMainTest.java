@@ -831,8 +831,8 @@ class NodeMainTest {
   void theClientBodyBudgetIsASizeOfAtLeastOneLargestRequest() throws Exception {
     assertEquals(0, parse("--id", "a", "--listen", "h:1").clientBodyBudget,
         "not given: the default holds");
-    for (Map.Entry<String, Long> ok : Map.of("256m", 256L << 20, "72M", 72L << 20,
-        "75497472", 75_497_472L, "1g", 1L << 30, "131072k", 128L << 20, " 2G ", 2L << 30)
+    for (Map.Entry<String, Long> ok : Map.of("256m", 256L << 20, "73M", 73L << 20,
+        "76546048", 76_546_048L, "1g", 1L << 30, "131072k", 128L << 20, " 2G ", 2L << 30)
         .entrySet()) {
       assertEquals(ok.getValue(), parse("--id", "a", "--listen", "h:1", "--client-body-budget",
           ok.getKey()).clientBodyBudget, ok.getKey());
@@ -841,9 +841,9 @@ class NodeMainTest {
         writeConfig("id=n1\nlisten=h:1\nclient-body-budget=100m\n").toString())
         .clientBodyBudget);
     assertTrue(NodeOptions.USAGE.contains("  --client-body-budget SIZE"), "not in --help");
-    for (String small : List.of("71m", "75497471", "0", "64k")) {
-      assertMessage("--client-body-budget must be at least 72m (75497472 bytes: one request of "
-          + "the largest body, 8 MiB, with its text and parsed JSON), was " + small,
+    for (String small : List.of("72m", "76546047", "0", "64k")) {
+      assertMessage("--client-body-budget must be at least 73m (76546048 bytes: one request of "
+          + "the largest body, 8 MiB, read or tokenized), was " + small,
           () -> parse("--id", "a", "--listen", "h:1", "--client-body-budget", small));
     }
     for (String bad : List.of("x", "256mb", "m", "-5m", "1.5g", "256 m", "0x10m", "")) {

@@ -10,9 +10,11 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * The heap that the request bodies being read on a port may hold at once, in bytes, shared by
  * all its reader threads: each request takes its {@link Share} in steps as it needs it (on the
- * client port its body as it arrives, its text, its parse as it goes; on the peer port its body
+ * client port its body as it arrives, its text, its parse as it goes, then, {@linkplain
+ * Share#resize resized}, what its request still holds until it ends; on the peer port its body
  * as it arrives, until it is authenticated; in a budget of their own, the answers to the node's
- * own requests, read by {@link CappedBody}, until they are authenticated) and gives all of it back once read.
+ * own requests, read by {@link CappedBody}, until they are authenticated) and gives all of it
+ * back once it is done with it.
  * A body is read by {@link Share#read} (or {@link CappedBody}), which takes its buffer's heap as
  * its bytes arrive, not what its {@code Content-Length} declares: a sender that declares a large
  * body and sends nothing holds the first step alone.
@@ -218,6 +220,26 @@ public final class BodyBudget {
     public void give(long bytes) {
       if (bytes > 0) {
         BodyBudget.this.give(this, bytes, false);
+      }
+    }
+
+    /**
+     * Makes this share hold {@code bytes}: gives back what it holds beyond them, or takes what
+     * it lacks as {@link #take} does (waiting for it, and refused as a step is).
+     *
+     * @param bytes what the share is to hold, not negative
+     * @throws Refused if the budget cannot give what it lacks in time, or the share is closed
+     *     and lacks some
+     */
+    public void resize(long bytes) {
+      if (bytes < 0) {
+        throw new IllegalArgumentException("bytes must not be negative, was " + bytes);
+      }
+      long now = held(); // only this share's one taking thread changes it upwards
+      if (bytes > now) {
+        take(bytes - now);
+      } else {
+        give(now - bytes);
       }
     }
 

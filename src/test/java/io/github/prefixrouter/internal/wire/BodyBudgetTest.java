@@ -46,6 +46,28 @@ class BodyBudgetTest {
     };
   }
 
+  /**
+   * A share resized gives back what it holds beyond the size, or takes what it lacks, as a step
+   * is taken: refused, and ended, when the budget cannot give it in time.
+   */
+  @Test
+  void aShareResizedGivesBackOrTakesTheDifference() {
+    BodyBudget small = new BodyBudget(MIB, Duration.ofMillis(50), () -> {});
+    try (BodyBudget.Share share = small.share(); BodyBudget.Share other = small.share()) {
+      share.take(600 * KIB);
+      share.resize(100 * KIB);
+      assertEquals(100 * KIB, share.held());
+      assertEquals(MIB - 100 * KIB, small.available());
+      share.resize(300 * KIB);
+      assertEquals(300 * KIB, share.held());
+      other.take(600 * KIB);
+      assertThrows(BodyBudget.Refused.class, () -> share.resize(500 * KIB));
+      assertEquals(0, share.held(), "refused, it gave back all it held");
+      assertEquals(MIB - 600 * KIB, small.available());
+    }
+    assertEquals(MIB, small.available());
+  }
+
   @Test
   void aBodyHoldsTwiceWhatHasArrivedAtMostNotWhatItDeclares() throws IOException {
     for (long declared : new long[] {8 * MIB, -1}) {
