@@ -2304,12 +2304,10 @@ public final class RouterNode implements PrefixRouterNode {
         return stoppedBeforeArrival(from, key, fw.request());
       }
       EngineLoad load = engineLoad();
-      if (load.queueDepth() >= config.highWatermark()) {
-        return refuse(key, fw.request(), load.queueDepth(), null);
-      }
+      // an engine that answers nothing pushes back as a full queue does, so the sender goes
+      // on; a refusal is the engine watch's too when both hold (a stalled engine's queue fills)
       RouteDecision.Reason avoided = engineWatch.avoidance(receivedAt);
-      if (avoided != null) {
-        // the engine answers nothing: push back as a full queue does, so the sender goes on
+      if (load.queueDepth() >= config.highWatermark() || avoided != null) {
         return refuse(key, fw.request(), load.queueDepth(), avoided);
       }
       // a received forward has travelled at least one hop, whatever the frame claims

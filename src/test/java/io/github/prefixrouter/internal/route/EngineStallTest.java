@@ -65,6 +65,8 @@ class EngineStallTest {
     boolean hang;
     /** False: the engine streams nothing, as one that implements only execute(request). */
     boolean streams = true;
+    /** True: the held requests show as waiting for a slot, as a hung server's full queue. */
+    boolean heldQueued;
     OutputListener lastListener;
     private final Map<String, CompletableFuture<EngineResult>> held = new LinkedHashMap<>();
     private final List<Runnable> resume = new ArrayList<>();
@@ -107,7 +109,8 @@ class EngineStallTest {
     @Override
     public EngineLoad load() {
       EngineLoad l = super.load();
-      return new EngineLoad(l.queueDepth(), l.inFlight() + held.size());
+      return heldQueued ? new EngineLoad(l.queueDepth() + held.size(), l.inFlight())
+          : new EngineLoad(l.queueDepth(), l.inFlight() + held.size());
     }
 
     @Override
@@ -219,6 +222,38 @@ class EngineStallTest {
 
     k.engine(0).release();
     assertEquals("n0", k.await(stuck).servedBy());
+  }
+
+  /**
+   * A stalled engine whose queue has also reached the high watermark: its refusal of a peer's
+   * forward is one for the stall too, counted by the engine watch. The queue was checked first,
+   * and such refusals (the usual ones once a stalled engine's queue fills) were counted in
+   * {@code refused_for_peers} only, never in the watch's.
+   */
+  @Test
+  void aStalledNodeWithAFullQueueCountsItsRefusalsForTheStall() {
+    Cluster k = new Cluster(2, config().watermarks(0, 1).build());
+    int[] prefix = prompt(42, 480);
+    k.c.warm("n0", prefix);
+    k.engine(0).hang = true;
+    k.engine(0).heldQueued = true;
+    List<CompletableFuture<InferenceResponse>> stuck = new ArrayList<>();
+    stuck.add(k.node(0).submit(request("stuck", prompt(7, 200))));
+    k.advanceTo(6);
+    assertEquals(1, k.watch(0).avoided());
+    assertEquals(1, k.engine(0).load().queueDepth(), "at the high watermark");
+
+    InferenceRequest r = request("from-n1", concat(prefix, prompt(9, 40)));
+    InferenceResponse a = k.await(k.node(1).submit(r));
+    assertEquals("n1", a.servedBy(), "n0 refused it and n1 ran it: " + a);
+    assertEquals(FallbackCause.BUSY, a.fallbackCause());
+    assertEquals(1, k.node(0).stats().refusedForPeers());
+    assertEquals(1, k.watch(0).refusedForPeers(), "a refusal of a stalled engine's node");
+
+    k.engine(0).release();
+    for (CompletableFuture<InferenceResponse> f : stuck) {
+      assertEquals("n0", k.await(f).servedBy());
+    }
   }
 
   @Test
