@@ -2604,8 +2604,13 @@ public final class RouterNode implements PrefixRouterNode {
   public NodeStats stats() {
     Map<FallbackCause, Long> fb = new EnumMap<>(FallbackCause.class);
     fallbacks.forEach((k, v) -> fb.put(k, v.sum()));
-    return new NodeStats(nodeId, state.get(), requests.sum(), servedLocally.sum(),
-        forwarded.sum(), failed.sum(), coldPlacements.sum(), servedForPeers.sum(),
+    // the outcomes before the requests: a request is counted before its outcome, so one
+    // reading never shows more outcomes than requests (a forwarded share above 1)
+    long servedHere = servedLocally.sum();
+    long forwardedNow = forwarded.sum();
+    long failedNow = failed.sum();
+    return new NodeStats(nodeId, state.get(), requests.sum(), servedHere,
+        forwardedNow, failedNow, coldPlacements.sum(), servedForPeers.sum(),
         refusedForPeers.sum(), pushedBack.sum(), fb, estimatedCached.sum(), actualCached.sum(),
         promptTokens.sum(), cachedPromptTokens.sum(), peers.bytesIn(), peers.bytesOut(),
         local.cachedTokens(), peers.localBlocks(), peers.replicaBlocks(), peers.livePeers().size(),
