@@ -12,7 +12,8 @@ public enum FallbackCause {
   TIMEOUT,
   /**
    * The peer said it will not take the work now (push-back): it answered BUSY (its engine queue
-   * at its high watermark, its engine at capacity or stalled, or the node not running), or its
+   * at its high watermark, its engine at capacity, stalled or failing, no heap to read its
+   * engine's answer, or the node not running), or its
    * transport refused the request as busy (over HTTP, a 503).
    */
   BUSY,

@@ -26,7 +26,7 @@ import java.util.Objects;
  *     answer was encoded in a RESULT for the peer: not an answer too large for one (the peer
  *     gets a failure and runs the request itself)
  * @param refusedForPeers forwarded requests this node refused because its engine queue was at
- *     its high watermark or above, its engine was busy or stalled, it had no heap to read its
+ *     its high watermark or above, its engine was busy, stalled or failing, it had no heap to read its
  *     engine's answer, or it was not running (push-back given), each counted once: a FORWARD of a request refused here delivered
  *     again (a duplicate, a replay, a duplicate that joined the refused run) is answered BUSY
  *     without being counted again while the refusal is the latest answer remembered under its
@@ -96,7 +96,7 @@ public record NodeStats(
    *     placement
    * @param servedForPeers forwarded requests this node's engine answered for peers
    * @param refusedForPeers forwarded requests this node refused because its engine queue was at
-   *     its high watermark or above, its engine was busy or stalled, it had no heap to read its
+   *     its high watermark or above, its engine was busy, stalled or failing, it had no heap to read its
    *     engine's answer, or it was not running (push-back given), each counted once: a FORWARD of a request refused here delivered
    *     again (a duplicate, a replay, a duplicate that joined the refused run) is answered BUSY
    *     without being counted again while the refusal is the latest answer remembered under its

@@ -56,8 +56,8 @@ final class StatsTables {
           NodeStats::servedForPeers)
       .counter("refused_for_peers", P + "refused_for_peers_total",
           "Requests forwarded here that this node refused as busy (push-back given): its "
-              + "engine queue at its high watermark, its engine at capacity or stalled, no heap "
-              + "to read its engine's answer, or the node not running.",
+              + "engine queue at its high watermark, its engine at capacity, stalled or failing, "
+              + "no heap to read its engine's answer, or the node not running.",
           NodeStats::refusedForPeers)
       .counter("pushed_back", P + "pushed_back_total",
           "Forwarding attempts that peers refused as busy (push-back received).",
@@ -390,22 +390,24 @@ final class StatsTables {
   static final StatsTable<EngineStallStats> ENGINE_WATCH =
       StatsTable.<EngineStallStats>builder()
           .gauge("avoided", W + "avoided",
-              "1 while the node routes around its engine: stalled (no output and no answer for "
+              "1 while the node routes around its engine: stalled (no output, no answer and no "
+                  + "block stored for "
                   + "--engine-stall-ms) with requests outstanding, or failing with no probe due; "
                   + "else 0.",
               EngineStallStats::avoided)
           .gauge("stalled", W + "stalled",
-              "1 from a stall's detection to the engine's next output or answer; else 0.",
+              "1 from a stall's detection to the engine's next output, answer or block stored; "
+                  + "else 0.",
               EngineStallStats::stalled)
           .gauge("outstanding", W + "outstanding_runs",
               "Requests handed to the engine and not ended.", EngineStallStats::outstanding)
           .gauge("silent_seconds", W + "silent_seconds",
               "With requests outstanding, how long since the engine last gave output or an "
-                  + "answer, in whole seconds; 0 without.", EngineStallStats::silentSeconds)
+                  + "answer or stored a block, in whole seconds; 0 without.", EngineStallStats::silentSeconds)
           .counter("stalls", W + "stalls_total",
               "Stalls of the engine detected.", EngineStallStats::stalls)
           .counter("recoveries", W + "recoveries_total",
-              "Stalls ended by the engine's output or answer.", EngineStallStats::recoveries)
+              "Stalls ended by the engine's output, answer or block stored.", EngineStallStats::recoveries)
           .counter("reroutes", W + "reroutes_total",
               "Routing decisions that sent a request to a peer because the engine was stalled "
                   + "or failing.",
