@@ -315,9 +315,17 @@ final class StatsTables {
           .counter("multiply_adds", E + "multiply_adds_total",
               "Multiply-add operations of the forward passes.",
               ReferenceEngine.Stats::multiplyAdds)
+          .counter("generated_tokens", E + "generated_tokens_total",
+              "Tokens the reference engine generated.", ReferenceEngine.Stats::generatedTokens)
           .gauge("cached_tokens", E + "cached_tokens",
               "Tokens held in the reference engine's prefix cache now.",
               ReferenceEngine.Stats::cachedTokens)
+          .counter("blocks_stored", E + "blocks_stored_total",
+              "Blocks the reference engine's prefix cache stored.",
+              ReferenceEngine.Stats::blocksStored)
+          .counter("blocks_evicted", E + "blocks_evicted_total",
+              "Blocks the reference engine's prefix cache evicted.",
+              ReferenceEngine.Stats::blocksEvicted)
           .build();
 
   /**

@@ -108,7 +108,8 @@ class StatsJsonTest {
       // the id of the one key: the first 4 bytes of its SHA-256
       assertEquals(Map.of("4773d12e", 1L), ((Map<?, ?>) s.get("transport")).get("cluster_keys"));
       assertEquals(List.of("requests", "prompt_tokens", "cached_prompt_tokens",
-          "evaluated_positions", "multiply_adds", "cached_tokens"),
+          "evaluated_positions", "multiply_adds", "generated_tokens", "cached_tokens", "blocks_stored",
+          "blocks_evicted"),
           List.copyOf(((Map<?, ?>) s.get("engine")).keySet()));
       assertEquals(List.of("in_flight", "rejected_busy", "rejected_invalid",
           "rejected_not_found", "slow_connections_closed", "reads_refused", "streams_open",

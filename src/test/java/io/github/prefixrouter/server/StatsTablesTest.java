@@ -248,6 +248,18 @@ class StatsTablesTest {
    * every component under a family of its own, named for the engine, none of them a family of
    * the reference engine's table, which has the same key.
    */
+  /**
+   * The reference engine's counters are all in {@code /metrics}: its generated tokens and the
+   * blocks its cache stored and evicted were in its stats and nowhere else.
+   */
+  @Test
+  void everyReferenceEngineStatsComponentAppearsInMetrics() throws Exception {
+    Map<String, Family> m = metrics(StatsTables.REFERENCE_ENGINE.section("engine", ENGINE));
+    Set<String> used = new HashSet<>();
+    eachComponentHasAFamily(ENGINE, m, "prefix_router_engine_", used);
+    assertEquals(used, m.keySet());
+  }
+
   @Test
   void everyOpenAiEngineStatsComponentAppearsInMetrics() throws Exception {
     Map<String, Family> m = metrics(StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE));
