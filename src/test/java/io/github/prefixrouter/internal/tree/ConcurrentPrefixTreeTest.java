@@ -553,6 +553,40 @@ class ConcurrentPrefixTreeTest {
     replay.assertConsistent();
   }
 
+  /**
+   * A removal that leaves a node with one child does not merge the two when a later store used
+   * the node: the recency boundary stays, so the limit drops the child's older block and then
+   * an older chain, not the node's block that the later store used. (Merging them regardless
+   * gave the merged leaf the child's old stamp, and the limit dropped both blocks.)
+   */
+  @Test
+  void aRemovalKeepsTheRecencyBoundaryThatTheLimitDropsBy() {
+    ConcurrentPrefixTree t = limited(2, 8); // 4 blocks
+    Replay replay = new Replay();
+    t.addListener(replay);
+    CacheEventListener engine = t.engineEvents();
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {1, 2}, new int[] {1, 1, 2, 2});
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {4}, new int[] {4, 4});
+    engine.onBlocksStored(1, new long[] {3}, new int[] {3, 3}); // uses block 1 after block 4
+    t.checkInvariants();
+    engine.onBlocksRemoved(new long[] {3}); // block 1 keeps that use; block 2 is older than 4
+    t.checkInvariants();
+    assertEquals(6, t.sizeTokens());
+    assertEquals(4, t.match(new int[] {1, 1, 2, 2}));
+    // 6 more tokens, 4 over the limit: block 2 goes, then block 4, the oldest leaves in turn
+    engine.onBlocksStored(CacheEventListener.NO_PARENT, new long[] {5, 6, 7},
+        new int[] {5, 5, 6, 6, 7, 7});
+    t.checkInvariants();
+    assertEquals(8, t.sizeTokens());
+    assertEquals(2, t.match(new int[] {1, 1, 2, 2}), "block 1, used after block 4, is kept");
+    assertEquals(0, t.match(new int[] {4, 4}), "block 4 was stored before block 1's last use");
+    assertEquals(6, t.match(new int[] {5, 5, 6, 6, 7, 7}));
+    assertEquals(4, replay.held.size());
+    assertEquals(Set.of(), diff(replay.held, t.blockHashes()));
+    assertEquals(2, t.engineEventStats().overflowBlocks());
+    replay.assertConsistent();
+  }
+
   /** Copies and aliases of the blocks dropped over the limit are forgotten with them. */
   @Test
   void blocksDroppedOverTheLimitTakeTheirCopiesAndAliases() {
