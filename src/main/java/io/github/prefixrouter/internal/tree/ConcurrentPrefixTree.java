@@ -616,7 +616,7 @@ public final class ConcurrentPrefixTree {
       heapAdd(end);
     }
     normalizeUpward(end.kids.length == 1 ? end.kids[0] : end);
-    evictLocked(capacity);
+    // nothing to evict: the size never exceeds the capacity, leases or not (see checkInvariants)
   }
 
   /**
@@ -2417,8 +2417,9 @@ public final class ConcurrentPrefixTree {
         require(i == 0 || heap[(i - 1) / 2].stamp <= heap[i].stamp, "heap order broken");
       }
       if (mode == Mode.SELF_MANAGED) {
-        require(size <= capacity || heapSize == 0,
-            "size " + size + " exceeds capacity " + capacity + " with evictable leaves");
+        // a lease pins only tokens already cached, so an insert that has evicted every unpinned
+        // token is left with tokens that were all cached before it, within the capacity
+        require(size <= capacity, "size " + size + " exceeds capacity " + capacity);
       } else {
         require(size <= mirrorLimit || heapSize == 0,
             "size " + size + " exceeds the mirror limit " + mirrorLimit + " with leaves");

@@ -174,6 +174,34 @@ class ConcurrentPrefixTreeTest {
     lease.close(); // idempotent
   }
 
+  /**
+   * Leases never push the size above the capacity: with every cached token pinned, a new
+   * prompt, a prompt continuing a leased one and one leaving a leased edge part-way are all
+   * evicted at once, and a release then has nothing to evict.
+   */
+  @Test
+  void leasesNeverPushTheSizeAboveTheCapacity() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(6).blockSize(2).build();
+    t.insert(seq(0, 6));
+    ConcurrentPrefixTree.Lease lease = t.acquire(seq(0, 6));
+    assertEquals(6, t.pinnedTokens());
+    int[][] prompts = {seq(100, 104), seq(0, 9), cat(seq(0, 3), seq(200, 205))};
+    for (int[] p : prompts) {
+      t.insert(p);
+      t.checkInvariants();
+      assertEquals(6, t.sizeTokens());
+      assertEquals(6, t.match(seq(0, 9)));
+      assertEquals(3, t.match(cat(seq(0, 3), seq(200, 205))));
+      assertEquals(0, t.match(seq(100, 104)));
+    }
+    assertEquals(0, t.evictTo(0), "everything is pinned");
+    lease.release();
+    t.checkInvariants();
+    assertEquals(6, t.sizeTokens(), "the release evicts nothing");
+    assertEquals(6, t.match(seq(0, 6)));
+    assertEquals(6, t.evictTo(0));
+  }
+
   @Test
   void eventsReplayToTheHeldBlocks() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(30).blockSize(4).build();
