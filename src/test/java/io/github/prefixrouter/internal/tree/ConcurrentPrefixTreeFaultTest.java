@@ -3,13 +3,17 @@ package io.github.prefixrouter.internal.tree;
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Timeout.ThreadMode.SEPARATE_THREAD;
 
 import io.github.prefixrouter.spi.CacheEventListener;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
@@ -18,10 +22,17 @@ import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import net.jqwik.api.statistics.Statistics;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 /**
  * Self-managed writes that fail part-way (an {@link OutOfMemoryError} where a write allocates):
  * the tree must be left consistent, with its listeners' replicas and its leases whole.
+ *
+ * <p>A write that loops forever fails its test after 2 minutes instead of stalling the build
+ * (each test takes well under a second, the property's 300 tries about 1.5 s together). The
+ * limit is on each test, not on the class, whose annotations jqwik does not read; the property
+ * puts each try under it itself. A test runs on a thread of its own, since a loop holding the
+ * write lock does not stop when interrupted.
  */
 class ConcurrentPrefixTreeFaultTest {
 
@@ -48,6 +59,7 @@ class ConcurrentPrefixTreeFaultTest {
   }
 
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void anInsertWhoseEvictionFailsPartWayLeavesAConsistentTree() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(10).blockSize(2)
         .build();
@@ -73,6 +85,7 @@ class ConcurrentPrefixTreeFaultTest {
    * gave the write's buffered events, and a replica claimed blocks the node did not cache).
    */
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void aWriteThatFailsBeforeLinkingItsBlocksReportsNoneOfThem() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
         .build();
@@ -109,6 +122,7 @@ class ConcurrentPrefixTreeFaultTest {
    * waited for the next write, and a replica held the blocks of the cleared tree meanwhile.
    */
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void anEngineEventThatThrowsOnTellsTheListenersAtOnce() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.engineDriven(2);
     ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
@@ -133,6 +147,14 @@ class ConcurrentPrefixTreeFaultTest {
    */
   @Property(tries = 300)
   void writesFailingAnywhereLoseAndDoubleNothing(@ForAll("writes") List<int[]> writes) {
+    // jqwik does not apply the class's @Timeout: each try has the same limit of its own
+    int failed = assertTimeoutPreemptively(Duration.ofSeconds(120), () -> applyFailing(writes));
+    Statistics.label("a write failed").collect(failed > 0);
+    Statistics.label("a write failed").coverage(c -> c.check(true).percentage(p -> p >= 30));
+  }
+
+  /** Applies the writes of one try and checks the tree; returns how many writes failed. */
+  private static int applyFailing(List<int[]> writes) {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(24).blockSize(2)
         .build();
     ConcurrentPrefixTreeTest.Replay replay = new ConcurrentPrefixTreeTest.Replay();
@@ -171,8 +193,6 @@ class ConcurrentPrefixTreeFaultTest {
       countdown[0] = 0;
       assertWhole(t, replay);
     }
-    Statistics.label("a write failed").collect(failed > 0);
-    Statistics.label("a write failed").coverage(c -> c.check(true).percentage(p -> p >= 30));
     for (ConcurrentPrefixTree.Lease l : leases) {
       l.release();
     }
@@ -180,6 +200,7 @@ class ConcurrentPrefixTreeFaultTest {
     t.evictTo(0);
     assertEquals(0, t.sizeTokens());
     assertWhole(t, replay);
+    return failed;
   }
 
   @Provide
@@ -207,6 +228,7 @@ class ConcurrentPrefixTreeFaultTest {
    * blocks it was never told of.
    */
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void aListenerWhoseSnapshotFailsIsNotRegistered() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
         .build();
@@ -221,6 +243,7 @@ class ConcurrentPrefixTreeFaultTest {
   }
 
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void anEvictToThatFailsPartWayLeavesAConsistentTree() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(2)
         .build();
@@ -240,6 +263,7 @@ class ConcurrentPrefixTreeFaultTest {
    * is refused as for any lease), and leaves no count behind.
    */
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void leasesAreNeitherLostNorDoubledByARepair() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(12).blockSize(2)
         .build();
@@ -286,6 +310,7 @@ class ConcurrentPrefixTreeFaultTest {
    * be taken for "already released". The lease is released all the same.
    */
   @Test
+  @Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = SEPARATE_THREAD)
   void aLeasesCloseHidesOnlyASecondRelease() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(12).blockSize(2)
         .build();

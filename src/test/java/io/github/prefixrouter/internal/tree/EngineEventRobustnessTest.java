@@ -11,10 +11,19 @@ import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.testing.LoggedLines;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
-/** Engine events that build extreme shapes: a path of one node per block, aliases never removed. */
+/**
+ * Engine events that build extreme shapes: a path of one node per block, aliases never removed.
+ *
+ * <p>An event that loops forever fails its test after 2 minutes instead of stalling the build
+ * (the longest test, the deep tree, takes about 3 s). Each test runs on a thread of its own,
+ * since a loop holding the write lock does not stop when interrupted.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 class EngineEventRobustnessTest {
 
   /**
