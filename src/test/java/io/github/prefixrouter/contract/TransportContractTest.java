@@ -53,7 +53,8 @@ import org.junit.jupiter.api.Test;
  *
  * Checked: answers reach the requester with the sender's identity, one-way messages arrive,
  * timeouts are honoured (never early: not done at nine tenths of the timeout; nor more than 2 s
- * late, in a run the machine did not stall in, and a late answer does not override them), handler
+ * late, in a run the machine did not stall in, and a late answer does not override them, nor
+ * does a timeout passing override an answer given in time), handler
  * failures surface as {@link TransportException}, every request completes exactly once and
  * reaches the peer's handler once (also one the handler fails or refuses, or that times out:
  * no retry), the caller's thread is never blocked (also not while the peer's handler is busy),
@@ -281,6 +282,26 @@ public abstract class TransportContractTest {
     never.complete(new byte[] {1});
     pass(shortTimeout());
     assertEquals(TransportException.Kind.TIMEOUT, kindOf(f), "a late answer changed the outcome");
+  }
+
+  /**
+   * A request answered within its timeout keeps its answer once the timeout has passed: it
+   * completes once. A transport whose timer, not stopped by the answer, then writes
+   * {@code TIMEOUT} over it (with {@code obtrudeException}) fails a forward the node has taken
+   * the answer of, and every later look at the future says the peer never answered. (On a
+   * machine so loaded that the answer comes too late, the request fails {@code TIMEOUT}, and
+   * that outcome must stay as it is.)
+   */
+  @Test
+  void anAnswerGivenInTimeIsNotOverriddenWhenTheTimeoutPasses() {
+    Transport b = started("b", (from, p) -> CompletableFuture.completedFuture(p));
+    Transport a = started("a", echo());
+    CompletableFuture<byte[]> f = a.request(b.localAddress(), new byte[] {4}, shortTimeout());
+    assertTrue(awaitCondition(f::isDone, shortTimeout().multipliedBy(3).plus(patience())),
+        "the request never completed");
+    String first = outcome(f);
+    pass(shortTimeout().multipliedBy(2));
+    assertEquals(first, outcome(f), "the request's outcome changed once its timeout had passed");
   }
 
   /**

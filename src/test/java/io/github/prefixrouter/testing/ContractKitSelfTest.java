@@ -2100,6 +2100,34 @@ class ContractKitSelfTest {
         "anAnswerAfterTheRequesterClosedDoesNotOverrideClosed"), failed);
   }
 
+  @Test
+  void aTransportWhoseTimerOverwritesAnAnswerIsCaught() {
+    // it times a request out on a timer of its own, which the answer does not stop: when the
+    // timeout passes, the timer writes TIMEOUT over the answer the request completed with
+    Set<String> failed = failingTests(TransportContractTest.class, () -> {
+      TransportKit[] kit = new TransportKit[1];
+      kit[0] = new TransportKit(t -> new ForwardingTransport(t) {
+        @Override
+        public CompletableFuture<byte[]> request(PeerAddress to, byte[] p, Duration timeout) {
+          if (timeout.isNegative() || timeout.isZero()
+              || timeout.compareTo(Duration.ofDays(1)) >= 0) {
+            return t.request(to, p, timeout); // fails TIMEOUT at once, or waits as it can
+          }
+          CompletableFuture<byte[]> mine = new CompletableFuture<>();
+          synchronized (kit[0].net) { // the network's calls use its scheduler under it
+            kit[0].sim.schedule(timeout.toNanos(), () -> mine.obtrudeException(
+                new TransportException(TransportException.Kind.TIMEOUT, "no answer in time")));
+          }
+          t.request(to, p, java.time.temporal.ChronoUnit.FOREVER.getDuration())
+              .whenComplete((v, err) -> pass(mine, v, err));
+          return mine;
+        }
+      });
+      return kit[0];
+    });
+    assertEquals(Set.of("anAnswerGivenInTimeIsNotOverriddenWhenTheTimeoutPasses"), failed);
+  }
+
   /** The kind of a request's failure, or null if it is no {@link TransportException}. */
   private static TransportException.Kind kind(Throwable err) {
     return cause(err) instanceof TransportException te ? te.kind() : null;
