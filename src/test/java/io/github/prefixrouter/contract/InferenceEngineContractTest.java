@@ -54,8 +54,8 @@ import org.junit.jupiter.api.Test;
  * every request ended (completed, cancelled or failed); a stop token id ends the output, as its last token, streamed or not; a stop string
  * ends the output of an engine that gives text, its text just before the stop string or with
  * it, streamed or not (skipped for an engine whose results have no text); cancelling an
- * unknown request is harmless, and so is cancelling one that ended, whose id a later request
- * may use again; a cancelled request's future still
+ * unknown request is harmless, and so is cancelling one that ended (its future keeps its
+ * result), whose id a later request may use again; a cancelled request's future still
  * completes and cancelling one request leaves the others alone (each completes normally, with
  * the output a second engine gives its prompt); failures surface as
  * {@link EngineException}; a cache event listener that throws (an exception, an
@@ -662,14 +662,21 @@ public abstract class InferenceEngineContractTest {
    * A request id is the origin's, and comes back: once a request ended, a cancel of its id (one
    * that came too late) is harmless, and a later request of the same id runs as any other. An
    * engine that remembers cancelled ids, to refuse a request whose cancel came before it, must
-   * forget them.
+   * forget them. And the ended request's future, which completed once, keeps its result: an
+   * engine whose cancel fails every future it handed out for the id ({@code obtrudeException}),
+   * ended ones too, turns an answer the node has given into a failure.
    */
   @Test
   void cancellingAnEndedRequestIsHarmlessAndItsIdCanBeUsedAgain() {
     InferenceEngine e = createEngine();
     int[] p = prompt(9);
     GenerationParams g = GenerationParams.greedy(4);
-    EngineResult first = run(e, new InferenceRequest("again", p, g));
+    InferenceRequest r = new InferenceRequest("again", p, g);
+    CompletableFuture<EngineResult> ended = assertTimeoutPreemptively(FIRST_CALL_BOUND,
+        () -> e.execute(r), "execute blocked the caller");
+    assertNotNull(ended, "execute returned null");
+    assertTrue(awaitCondition(ended::isDone, patience()), "request again never completed");
+    EngineResult first = ended.join();
     e.cancel("again");
     for (int i = 0; i < 2; i++) {
       EngineResult later;
@@ -681,6 +688,14 @@ public abstract class InferenceEngineContractTest {
       }
       assertArrayEquals(first.outputTokens(), later.outputTokens(),
           "a request of an id used before gave another output");
+    }
+    // its future completed once: the cancel that came after leaves its outcome as it was
+    try {
+      assertArrayEquals(first.outputTokens(), ended.join().outputTokens(),
+          "a cancel after the request ended changed its output");
+    } catch (CompletionException | java.util.concurrent.CancellationException ex) {
+      throw new AssertionError("a cancel after the request ended made its future, completed "
+          + "with its result, fail: " + ex, ex);
     }
   }
 

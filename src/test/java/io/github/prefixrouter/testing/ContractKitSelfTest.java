@@ -713,6 +713,39 @@ class ContractKitSelfTest {
   }
 
   @Test
+  void anEngineWhoseCancelFailsARequestThatEndedIsCaught() {
+    // it keeps the future of every request it was given, by id, and its cancel fails each of
+    // them, with obtrudeException: ended ones too, whose result is written over
+    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+        () -> new EngineKit((e, n) -> new EngineWrapper(e) {
+          final java.util.Map<String, java.util.List<CompletableFuture<EngineResult>>> byId =
+              new ConcurrentHashMap<>();
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            return execute(r, OutputListener.IGNORE);
+          }
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+            CompletableFuture<EngineResult> f = e.execute(r, l);
+            byId.computeIfAbsent(r.id(), k -> new java.util.concurrent.CopyOnWriteArrayList<>())
+                .add(f);
+            return f;
+          }
+
+          @Override
+          public void cancel(String id) {
+            e.cancel(id);
+            for (CompletableFuture<EngineResult> f : byId.getOrDefault(id, java.util.List.of())) {
+              f.obtrudeException(new EngineException("request " + id + " cancelled", false));
+            }
+          }
+        }));
+    assertEquals(Set.of("cancellingAnEndedRequestIsHarmlessAndItsIdCanBeUsedAgain"), failed);
+  }
+
+  @Test
   void anEngineThatKeepsItsRequestsInAMapByIdIsCaught() {
     // the map finds a request to cancel; a second request of one id replaces the first in it,
     // and the first one's answer completes the second's future
