@@ -108,6 +108,22 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     return assertInstanceOf(TransportException.class, e.getCause()).kind();
   }
 
+  /**
+   * {@code count} strangers, each sending all of its 8 KiB body but one byte to {@code a}'s peer
+   * port, one after the other once the last holds its share: their connections.
+   */
+  private List<Socket> strangersHoldingTheBudget(HttpTransport a, int count) throws Exception {
+    InetSocketAddress addr = addressOf(a);
+    List<Socket> holding = new ArrayList<>();
+    for (int i = 1; i <= count; i++) {
+      holding.add(send("127.0.0.2", addr, messageHead(8 * KIB), 8 * KIB - 1));
+      long expected = i * 8L * KIB;
+      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
+          "the strangers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes() + ")");
+    }
+    return holding;
+  }
+
   @Test
   void strangersHoldAtMostTheBudgetAndSignedTrafficPassesOnceTheyLeave() throws Exception {
     // bodies of at most 8 KiB (each takes its whole share at once, without growing), a budget of
@@ -117,14 +133,7 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
     InetSocketAddress addr = addressOf(a);
     assertEquals(0, a.stats().bodyBudgetHeldBytes());
-    // each stranger sends all of its 8 KiB body but one byte: eight hold the whole budget
-    List<Socket> holding = new ArrayList<>();
-    for (int i = 1; i <= 8; i++) {
-      holding.add(send("127.0.0.2", addr, messageHead(8 * KIB), 8 * KIB - 1));
-      long expected = i * 8L * KIB;
-      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
-          "the strangers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes() + ")");
-    }
+    List<Socket> holding = strangersHoldingTheBudget(a, 8);
     // more are answered 503 with Retry-After, as a busy peer is, once none has given any back
     // for 1 s, and hold nothing (they send little, so that the server's drain of their bodies
     // waits rather than closing with bytes unread, whose reset could overtake the answer)
@@ -345,14 +354,7 @@ class HttpTransportBodyBudgetTest extends HttpTransportFixture {
     HttpTransport a = start(node("a").inboundIoTimeout(LONG_IO_TIMEOUT).maxMessageBytes(8 * KIB)
         .bodyBudget(64 * KIB).maxUnfinishedReadsPerAddress(64), new HttpTransportTest.Recorder());
     HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
-    InetSocketAddress addr = addressOf(a);
-    List<Socket> holding = new ArrayList<>();
-    for (int i = 1; i <= 8; i++) {
-      holding.add(send("127.0.0.2", addr, messageHead(8 * KIB), 8 * KIB - 1));
-      long expected = i * 8L * KIB;
-      Await.until(() -> a.stats().bodyBudgetHeldBytes() == expected,
-          "the strangers hold " + expected + " (held " + a.stats().bodyBudgetHeldBytes() + ")");
-    }
+    List<Socket> holding = strangersHoldingTheBudget(a, 8);
     for (int i = 0; i < 3; i++) {
       byte[] answer = a.request(b.localAddress(), ("hi" + i).getBytes(StandardCharsets.UTF_8),
           Duration.ofSeconds(60)).get(30, TimeUnit.SECONDS);
