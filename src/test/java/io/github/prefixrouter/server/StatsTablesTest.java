@@ -244,28 +244,36 @@ class StatsTablesTest {
   }
 
   /**
-   * The OpenAI-compatible adapter's {@link OpenAiCompatibleEngine.Stats}, in {@code engine}:
-   * every component under a family of its own, named for the engine, none of them a family of
-   * the reference engine's table, which has the same key.
+   * The families of {@code section}, checked to be one per component of {@code stats}, each
+   * named with {@code prefix}, and nothing else.
    */
+  private static <T> Map<String, Family> onlyAFamilyPerComponent(StatsTable<T> table, T stats,
+      String prefix) throws Exception {
+    Map<String, Family> m = metrics(table.section("engine", stats));
+    Set<String> used = new HashSet<>();
+    eachComponentHasAFamily(stats, m, prefix, used);
+    assertEquals(used, m.keySet());
+    return m;
+  }
+
   /**
    * The reference engine's counters are all in {@code /metrics}: its generated tokens and the
    * blocks its cache stored and evicted were in its stats and nowhere else.
    */
   @Test
   void everyReferenceEngineStatsComponentAppearsInMetrics() throws Exception {
-    Map<String, Family> m = metrics(StatsTables.REFERENCE_ENGINE.section("engine", ENGINE));
-    Set<String> used = new HashSet<>();
-    eachComponentHasAFamily(ENGINE, m, "prefix_router_engine_", used);
-    assertEquals(used, m.keySet());
+    onlyAFamilyPerComponent(StatsTables.REFERENCE_ENGINE, ENGINE, "prefix_router_engine_");
   }
 
+  /**
+   * The OpenAI-compatible adapter's {@link OpenAiCompatibleEngine.Stats}, in {@code engine}:
+   * every component under a family of its own, named for the engine, none of them a family of
+   * the reference engine's table, which has the same key.
+   */
   @Test
   void everyOpenAiEngineStatsComponentAppearsInMetrics() throws Exception {
-    Map<String, Family> m = metrics(StatsTables.OPENAI_ENGINE.section("engine", OPENAI_ENGINE));
-    Set<String> used = new HashSet<>();
-    eachComponentHasAFamily(OPENAI_ENGINE, m, "prefix_router_engine_", used);
-    assertEquals(used, m.keySet());
+    Map<String, Family> m = onlyAFamilyPerComponent(StatsTables.OPENAI_ENGINE, OPENAI_ENGINE,
+        "prefix_router_engine_");
     Set<String> reference =
         metrics(StatsTables.REFERENCE_ENGINE.section("engine", ENGINE)).keySet();
     for (String name : m.keySet()) {
