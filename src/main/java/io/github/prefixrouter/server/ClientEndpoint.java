@@ -1838,12 +1838,7 @@ final class ClientEndpoint {
    */
   static long requestBytes(InferenceRequest r) {
     GenerationParams p = r.params();
-    long b = 4L * r.tokens().length
-        + 2L * (r.id().length() + r.scope().adapter().length() + r.scope().salt().length());
-    for (String stop : p.stop()) {
-      b += 2L * stop.length();
-    }
-    return b + 16L * p.stopTokenIds().size();
+    return 4L * r.tokens().length + stringsBytes(r.id(), r.scope(), p.stop(), p.stopTokenIds());
   }
 
   /**
@@ -1853,11 +1848,7 @@ final class ClientEndpoint {
    * (a conversation keeps its parse's share instead: the parsed messages).
    */
   static long promptBytes(OpenAiRequest req) {
-    long b = 2L * (req.model.length() + req.scope.adapter().length() + req.scope.salt().length());
-    for (String stop : req.stop) {
-      b += 2L * stop.length();
-    }
-    b += 16L * req.stopTokenIds.size();
+    long b = stringsBytes(req.model, req.scope, req.stop, req.stopTokenIds);
     if (req.promptText != null) {
       b += EngineTokenizer.stringBytes(req.promptText);
     }
@@ -1865,6 +1856,19 @@ final class ClientEndpoint {
       b += 4L * req.promptIds.length;
     }
     return b;
+  }
+
+  /**
+   * The heap of a request's strings, 2 bytes a character ({@code name}: its id or model, its
+   * scope's adapter and salt, its stop strings), and its stop token ids, 16 bytes each (boxed).
+   */
+  private static long stringsBytes(String name, CacheScope scope, List<String> stops,
+      List<Integer> stopTokenIds) {
+    long b = 2L * (name.length() + scope.adapter().length() + scope.salt().length());
+    for (String stop : stops) {
+      b += 2L * stop.length();
+    }
+    return b + 16L * stopTokenIds.size();
   }
 
   /**
