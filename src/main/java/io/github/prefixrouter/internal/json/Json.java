@@ -66,6 +66,12 @@ public final class Json {
   /** Cap on the number of digits in a number literal. */
   private static final int MAX_NUMBER_CHARS = 400;
 
+  /** 10^0 to 10^22, every one exact as a double. */
+  private static final double[] POWERS_OF_TEN = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+  };
+
   private Json() {}
 
   /**
@@ -937,7 +943,7 @@ public final class Json {
       }
       pos = p;
       if (p < len && ((c = s.charAt(p)) == '.' || c == 'e' || c == 'E')) {
-        return readFractionAndExponent(start);
+        return readFractionAndExponent(start, p - digits <= 15 ? v : -1);
       }
       if (p - digits <= 18) {
         number = negative ? -v : v;
@@ -946,26 +952,82 @@ public final class Json {
       return literal(start, true);
     }
 
-    /** The rest of a number at {@code pos}, a fraction and/or an exponent, and its value. */
-    private boolean readFractionAndExponent(int start) {
-      if (pos < s.length() && s.charAt(pos) == '.') {
-        pos++;
-        if (pos >= s.length() || !isDigit(s.charAt(pos))) {
+    /**
+     * The rest of a number at {@code pos}, a fraction and/or an exponent, and its value.
+     * {@code integer} is the value of the integer part's digits, or -1 if it has more than 15.
+     *
+     * <p>A decimal of at most 15 significant digits whose power of ten is within 10^±22 (as
+     * {@code 0.5}, {@code 12.75} or {@code 3e-7}) is computed as one multiplication or division
+     * of two doubles that are both exact, the digits (below 2^53) and the power of ten (exact up
+     * to 10^22), so IEEE rounding of that one operation gives the correctly rounded value, the
+     * same bits as {@link Double#parseDouble} (Clinger's fast path); others go through the
+     * literal's text.
+     */
+    private boolean readFractionAndExponent(int start, long integer) {
+      final String s = this.s;
+      final int len = s.length();
+      long m = integer;
+      int digits = m < 0 ? 16 : significantDigits(m);
+      int scale = 0;
+      int p = pos;
+      if (p < len && s.charAt(p) == '.') {
+        p++;
+        if (p >= len || !isDigit(s.charAt(p))) {
+          pos = p;
           throw error("expected a digit after the decimal point");
         }
-        skipDigits();
-      }
-      if (pos < s.length() && (s.charAt(pos) == 'e' || s.charAt(pos) == 'E')) {
-        pos++;
-        if (pos < s.length() && (s.charAt(pos) == '+' || s.charAt(pos) == '-')) {
-          pos++;
+        char c;
+        while (p < len && (c = s.charAt(p)) >= '0' && c <= '9') {
+          if (digits < 16) {
+            m = 10 * m + (c - '0');
+            if (m != 0) {
+              digits++;
+            }
+            scale--;
+          }
+          p++;
         }
-        if (pos >= s.length() || !isDigit(s.charAt(pos))) {
+      }
+      boolean exact = digits <= 15;
+      if (p < len && (s.charAt(p) == 'e' || s.charAt(p) == 'E')) {
+        p++;
+        boolean negativeExponent = false;
+        if (p < len && (s.charAt(p) == '+' || s.charAt(p) == '-')) {
+          negativeExponent = s.charAt(p) == '-';
+          p++;
+        }
+        if (p >= len || !isDigit(s.charAt(p))) {
+          pos = p;
           throw error("expected a digit in the exponent");
         }
-        skipDigits();
+        int e = 0;
+        char c;
+        while (p < len && (c = s.charAt(p)) >= '0' && c <= '9') {
+          if (e < 1000) {
+            e = 10 * e + (c - '0');
+          }
+          p++;
+        }
+        scale += negativeExponent ? -e : e;
+      }
+      pos = p;
+      if (exact && scale >= -22 && scale <= 22 && p - start <= MAX_NUMBER_CHARS) {
+        double d = m;
+        d = scale < 0 ? d / POWERS_OF_TEN[-scale] : d * POWERS_OF_TEN[scale];
+        fraction = s.charAt(start) == '-' ? -d : d;
+        return false;
       }
       return literal(start, false);
+    }
+
+    /** How many significant digits {@code v} (0 to 10^15) has: none for 0. */
+    private static int significantDigits(long v) {
+      int n = 0;
+      while (v != 0) {
+        v /= 10;
+        n++;
+      }
+      return n;
     }
 
     /** The value of the number literal from {@code start} to {@code pos}, from its text. */
@@ -999,12 +1061,6 @@ public final class Json {
       }
       String limit = negative ? "9223372036854775808" : "9223372036854775807";
       return lit.substring(negative ? 1 : 0).compareTo(limit) <= 0;
-    }
-
-    void skipDigits() {
-      while (pos < s.length() && isDigit(s.charAt(pos))) {
-        pos++;
-      }
     }
 
     static boolean isDigit(char c) {

@@ -57,6 +57,15 @@ class JsonNumberProperties {
     assertEquals(expected, actual, text); // Double.equals tells -0.0 from 0.0
   }
 
+  @Property(tries = 3000)
+  void aShortDecimalParsesAsBigDecimalClassifiesIt(@ForAll("shortDecimals") String text) {
+    // 13 to 17 significant digits, leading and trailing zeros, powers of ten around 10^±22:
+    // both sides of where a decimal is computed from its digits instead of its text
+    Object actual = Json.parse(text);
+    assertEquals(Double.class, actual.getClass(), text);
+    assertEquals(classify(text), actual, text); // Double.equals compares the bits
+  }
+
   @Property(tries = 2000)
   void aRejectionHasTheSameMessageAndOffsetAsBefore(@ForAll("numberTexts") String text) {
     assertSameOutcome(() -> Legacy.parse(text), () -> Json.parse(text), 0, text);
@@ -413,6 +422,47 @@ class JsonNumberProperties {
         "0.000000000000000000000000000001", "123456789012345678", "1234567890123456789",
         "-1234567890123456789", "12345678901234567890", "-12345678901234567890");
     return Arbitraries.frequencyOf(net.jqwik.api.Tuple.of(8, composed), net.jqwik.api.Tuple.of(2, edges));
+  }
+
+  @Provide
+  Arbitrary<String> shortDecimals() {
+    Arbitrary<String> sign = Arbitraries.of("", "-");
+    Arbitrary<String> zeros = Arbitraries.integers().between(0, 24).map("0"::repeat);
+    Arbitrary<String> significant = Arbitraries.integers().between(1, 17)
+        .flatMap(n -> Arbitraries.strings().withChars("0123456789").ofLength(n))
+        .map(d -> (char) ('1' + Math.floorMod(d.hashCode(), 9)) + d.substring(1));
+    Arbitrary<String> exp = Arbitraries.frequencyOf(
+        net.jqwik.api.Tuple.of(3, Arbitraries.just("")),
+        net.jqwik.api.Tuple.of(6, Combinators.combine(Arbitraries.of("e", "E"),
+            Arbitraries.of("", "+", "-"), Arbitraries.integers().between(0, 26),
+            Arbitraries.of("", "0", "00"))
+            .as((e, s, n, z) -> e + s + z + n)));
+    Arbitrary<String> mantissa = Combinators.combine(significant, zeros,
+        Arbitraries.integers().between(0, 17), Arbitraries.integers().between(0, 3))
+        .as((d, z, point, form) -> switch (form) {
+          case 0 -> "0." + z + d; // 0.000ddd
+          case 1 -> d + "." + z; // ddd.000 (an empty fraction is not a number: see below)
+          case 2 -> d.substring(0, Math.min(point, d.length() - 1) + 1) + "."
+              + d.substring(Math.min(point, d.length() - 1) + 1) + z; // dd.ddd000
+          default -> d + z; // an integer with an exponent
+        })
+        .map(m -> m.endsWith(".") ? m + "0" : m);
+    return Combinators.combine(sign, mantissa, exp)
+        .as((s, m, e) -> s + m + e)
+        .filter(t -> t.contains(".") || t.contains("e") || t.contains("E"));
+  }
+
+  @Example
+  void shortDecimalsAtTheEdges() {
+    for (String t : List.of("0.1", "0.5", "-0.5", "12.75", "1e22", "1e23", "1e-22", "1e-23",
+        "123456789012345e-22", "1234567890123456e-22", "123456789012345.6", "9007199254740993.0",
+        "0.000000000000000000001", "1.00000000000000000000", "-0.0", "0.0e5", "-0e-0",
+        "999999999999999e22", "999999999999999e-22", "3e-7", "8.589973e9", "0.3", "2.2250738585072014e-308")) {
+      Object expected = classify(t);
+      assertEquals(expected, Json.parse(t), t);
+      assertEquals(Double.doubleToRawLongBits(Double.parseDouble(t)),
+          Double.doubleToRawLongBits((Double) Json.parse(t)), t);
+    }
   }
 
   @Provide
