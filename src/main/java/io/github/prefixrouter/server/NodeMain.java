@@ -486,10 +486,11 @@ public final class NodeMain {
       part[0] = "the node";
       if (engine instanceof OpenAiCompatibleEngine oe && oe.kvEventSubscriber() != null) {
         PrefixRouterNode watched = node;
-        KvEventsWatch watch = new KvEventsWatch(o.kvEvents, oe.kvEventSubscriber()::stats, () -> {
-          NodeStats s = watched.stats();
-          return s.servedLocally() + s.servedForPeers();
-        });
+        KvEventsWatch watch = new KvEventsWatch(o.kvEvents, o.kvEventsTopic,
+            oe.kvEventSubscriber()::stats, () -> {
+              NodeStats s = watched.stats();
+              return s.servedLocally() + s.servedForPeers();
+            });
         watchKvEvents(scheduler, watch);
       }
       HttpTransport t = transport;
