@@ -30,8 +30,9 @@ import java.util.SplittableRandom;
  *
  * <p>Encoding: as vLLM's msgspec structs (array-like, tagged), {@code [ts, [events...], 0]}
  * with {@code ["BlockRemoved", [hash], "GPU"]} and {@code ["BlockStored", hashes, parent,
- * tokens, 16, nil, "GPU"]}. Hashes are 64-bit ints ({@link HashKind#INT}, vLLM's builtin
- * hashing) or 32-byte bins ({@link HashKind#BIN}, vLLM with sha256 hashing; the decoder keeps
+ * tokens, 16, nil, "GPU"]}. Hashes are 64-bit ints ({@link HashKind#INT}, what vLLM sends by
+ * default: its digest's low 64 bits) or 32-byte bins ({@link HashKind#BIN}, the sha256 digest
+ * itself, what vLLM sends with {@code VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0}; the decoder keeps
  * their last 8 bytes). Token ids are random; sequences continuing the same block differ in their
  * first token, so the tree holds exactly the blocks times the block size. Deterministic for a
  * seed.
@@ -40,9 +41,9 @@ public final class KvEventWorkload {
 
   /** How block hashes are encoded. */
   public enum HashKind {
-    /** msgpack ints (vLLM's default hashing). */
+    /** msgpack ints (what vLLM sends by default). */
     INT,
-    /** 32-byte msgpack bins (vLLM's sha256 hashing). */
+    /** 32-byte msgpack bins (vLLM with {@code VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0}). */
     BIN
   }
 
