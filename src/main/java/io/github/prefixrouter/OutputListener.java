@@ -16,7 +16,11 @@ package io.github.prefixrouter;
  *
  * <p>Implementations must not block: the caller may be a transport or engine thread. A listener
  * that hands the pieces to a writer queue, for example an HTTP response streamed to the client,
- * fits that rule. The arrays passed are not reused by the caller and may be kept.
+ * fits that rule. The arrays passed are not reused by the caller and may be kept. One that
+ * blocks all the same holds its request's answer, and a {@link PrefixRouterNode#stop()}, until
+ * it returns; {@link PrefixRouterNode#stop(java.time.Duration)} does not wait for it past its
+ * grace period: the request then completes with {@link NodeNotRunningException} while the call
+ * is still in progress, and the listener is not called again.
  *
  * <p>In particular a listener given to {@link PrefixRouterNode#submit(InferenceRequest,
  * OutputListener)} must not wait for the node's stop ({@link PrefixRouterNode#close()}, or

@@ -115,10 +115,15 @@ public interface PrefixRouterNode extends AutoCloseable {
    * cancelled at the peer, and it completes exactly once, with {@link NodeNotRunningException}
    * (state {@code STOPPING}) for a request submitted here, or with a retryable failure for the
    * peer that forwarded it, which runs it elsewhere. Then the node stops as {@link #stop()}
-   * does. A zero grace period abandons the unanswered requests at once. Calling it again while
-   * the node is stopping can only bring the deadline forward: the earliest deadline asked for
-   * ends the wait, and only that one is timed (one timer however often it is called); calling
-   * {@link #stop()} or {@link #close()} sets none.
+   * does. A request whose output is still being delivered to an {@link OutputListener} that
+   * has not returned (against its contract) is abandoned the same way without waiting for it:
+   * it completes with {@link NodeNotRunningException} even if the engine's answer had come
+   * (the listener does not have the whole output), and the listener is not called again (the
+   * call in progress may still return later); so the stop completes when the grace period ends
+   * however its listeners behave. A zero grace period abandons the unanswered requests at once.
+   * Calling it again while the node is stopping can only bring the deadline forward: the
+   * earliest deadline asked for ends the wait, and only that one is timed (one timer however
+   * often it is called); calling {@link #stop()} or {@link #close()} sets none.
    *
    * <p>Use it where the process has a deadline of its own, for example an orchestrator that
    * kills it some time after SIGTERM: a grace period shorter than that deadline lets every
@@ -179,10 +184,11 @@ public interface PrefixRouterNode extends AutoCloseable {
    * {@link OutputDivergedException}.
    *
    * <p><b>The listener</b> is called one piece at a time, in order, never after the future
-   * completes (a call in progress on another thread when {@code future.cancel(..)} is called
-   * may still finish). If it throws, it is not called again and the request is abandoned as
-   * if cancelled: the future fails with a {@link RequestFailedException} whose cause is the
-   * listener's exception. {@link OutputListener#IGNORE} costs nothing: the request runs as
+   * completes (a call in progress on another thread when {@code future.cancel(..)} is called,
+   * or when a stop's grace period ends, may still finish; see {@link #stop(Duration)}). If it
+   * throws, it is not called again and the request is abandoned as if cancelled: the future
+   * fails with a {@link RequestFailedException} whose cause is the listener's exception.
+   * {@link OutputListener#IGNORE} costs nothing: the request runs as
    * {@link #submit(InferenceRequest)} runs it.
    *
    * @param request the request

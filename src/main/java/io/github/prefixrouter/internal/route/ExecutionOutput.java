@@ -7,6 +7,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 
@@ -28,6 +29,11 @@ import java.util.function.Consumer;
  * the sink's calls. {@link #drain} runs the queue without that lock, one call at a time (from
  * whichever thread gets there first), so the sink is never called concurrently, in the order the
  * pieces were accepted, and never after the queued completion of the execution's future.
+ *
+ * <p>A sink that blocks (against the listener's contract) holds the queue, and the completion
+ * queued behind it, for as long as it blocks. {@link #cutShort} ends that wait: the end of a
+ * stop's grace period runs the completion's replacement at once, on its own thread; the call
+ * in progress may still finish, and the sink is not called again.
  */
 final class ExecutionOutput {
 
@@ -76,6 +82,12 @@ final class ExecutionOutput {
 
   private final ConcurrentLinkedQueue<Runnable> queue = new ConcurrentLinkedQueue<>();
   private final AtomicInteger wip = new AtomicInteger();
+  /** The completion of the execution's future once queued ({@link #complete}), else null. */
+  private volatile Runnable completion;
+  /** What runs instead of {@link #completion} when it is cut short (set before it). */
+  private volatile Runnable completionCutShort;
+  /** Claimed by whichever runs first: the queued completion, or its replacement. */
+  private final AtomicBoolean completionClaimed = new AtomicBoolean();
   /** What the sink threw, once it did (it is not called again). */
   private volatile Throwable sinkFailure;
   /**
@@ -256,7 +268,39 @@ final class ExecutionOutput {
 
   /** Queues the completion of the execution's future after every piece queued so far. */
   void complete(Runnable completion) {
-    queue.add(completion);
+    complete(completion, completion);
+  }
+
+  /**
+   * Queues the completion of the execution's future after every piece queued so far, with
+   * what runs instead if the wait for those pieces is cut short ({@link #cutShort}). Once per
+   * execution; exactly one of the two runs.
+   */
+  void complete(Runnable completion, Runnable instead) {
+    this.completionCutShort = instead;
+    this.completion = completion; // after its replacement: cutShort reads them in this order
+    queue.add(COMPLETION);
+  }
+
+  /**
+   * Runs the replacement of the queued completion now, on this thread, unless the completion
+   * has run or is running already, or is not queued yet: the wait for the pieces queued before
+   * it (a sink that blocks) ends. The sink is not called after it (a call in progress on another
+   * thread may still finish), as the execution's future is then done. Never under the
+   * execution's lock.
+   *
+   * @return whether the replacement ran
+   */
+  boolean cutShort() {
+    if (completion == null || !completionClaimed.compareAndSet(false, true)) {
+      return false;
+    }
+    try {
+      completionCutShort.run();
+    } catch (Throwable e) { // as for the completion: a stop waits on it
+      LOG.error("completing an execution failed", e);
+    }
+    return true;
   }
 
   /**
@@ -310,6 +354,12 @@ final class ExecutionOutput {
             fail(e);
           }
         } else {
+          if (r == COMPLETION) {
+            if (!completionClaimed.compareAndSet(false, true)) {
+              continue; // cut short: its replacement ran instead
+            }
+            r = completion;
+          }
           try {
             r.run();
           } catch (Throwable e) { // the queue must go on: a future waits on it
@@ -338,6 +388,9 @@ final class ExecutionOutput {
   }
 
   private static final int[] EMPTY = new int[0];
+
+  /** The place of the queued completion in the queue ({@link #complete}). */
+  private static final Runnable COMPLETION = () -> { };
 
   /** One call of the sink. */
   private record Delivery(int[] tokens, String text) implements Runnable {

@@ -574,7 +574,10 @@ public final class RouterNode implements PrefixRouterNode {
    * its sender would end it (engine run cancelled, forward in flight sent a CANCEL), and
    * answered with {@link NodeNotRunningException} (a peer that sent it gets a retryable FAILED
    * and runs it elsewhere). An execution taken on while this runs sees {@code abandoning} after
-   * adding itself to {@code live}, so none escapes.
+   * adding itself to {@code live}, so none escapes. A completion queued behind an output
+   * listener's call that has not returned runs at once instead of after it ({@link #settle}):
+   * an answer waiting there becomes a {@link NodeNotRunningException}, since the listener has
+   * not had the whole output.
    */
   private void abandonAll() {
     if (state.get() != State.STOPPING) {
@@ -593,6 +596,14 @@ public final class RouterNode implements PrefixRouterNode {
     }
     for (Execution ex : unanswered) {
       abandon(ex, new NodeNotRunningException(nodeId, State.STOPPING));
+    }
+    // completions queued behind a sink call that has not returned (a listener that blocks,
+    // against its contract), this stop's or earlier: the stop does not wait for it
+    for (Execution ex : live) {
+      ExecutionOutput out = ex.out;
+      if (out != null) {
+        cutShort(ex, out);
+      }
     }
   }
 
@@ -2102,7 +2113,8 @@ public final class RouterNode implements PrefixRouterNode {
                   || error instanceof CancelledByClient
                   ? error.getMessage() : "the local engine failed: " + error.getMessage(), error);
         }
-        endsLater = settle(ex, out, () -> ex.future.completeExceptionally(failure));
+        Runnable fail = () -> ex.future.completeExceptionally(failure);
+        endsLater = settle(ex, out, fail, fail);
         return;
       }
       InferenceResponse resp;
@@ -2118,9 +2130,10 @@ public final class RouterNode implements PrefixRouterNode {
         if (!ex.fromPeer) {
           failed.increment();
         }
-        endsLater = settle(ex, out, () -> ex.future.completeExceptionally(
+        Runnable fail = () -> ex.future.completeExceptionally(
             new RequestFailedException(ex.request.id(), "cannot build the response: "
-                + e.getMessage(), e)));
+                + e.getMessage(), e));
+        endsLater = settle(ex, out, fail, fail);
         return;
       }
       if (out == null) {
@@ -2144,6 +2157,13 @@ public final class RouterNode implements PrefixRouterNode {
           }
           ex.future.completeExceptionally(listenerFailure(ex, lf));
         }
+      }, () -> {
+        // the grace period ended with the listener still short of the answer's last pieces:
+        // the request is abandoned, not answered (an answer means the listener has it all)
+        if (!ex.fromPeer) {
+          failed.increment();
+        }
+        ex.future.completeExceptionally(new NodeNotRunningException(nodeId, State.STOPPING));
       });
     } finally {
       if (!endsLater) {
@@ -2219,9 +2239,17 @@ public final class RouterNode implements PrefixRouterNode {
    * execution ends ({@link #ended}): not before its future is completed, so that a stop never
    * finishes with an accepted request unanswered or uncounted.
    *
+   * <p>Once a stop's grace period has ended, the completion does not wait for a sink call in
+   * progress on another thread, which may never return (a listener that blocks):
+   * {@code instead} completes the future at once, here or in {@link #abandonAll}, whichever
+   * comes later, and the execution ends ({@link #cutShort}).
+   *
+   * @param completion completes the future after the queued pieces
+   * @param instead completes it when that wait is cut short (the completion then never runs)
    * @return whether the execution ends with the queued completion (else the caller ends it)
    */
-  private boolean settle(Execution ex, ExecutionOutput out, Runnable completion) {
+  private boolean settle(Execution ex, ExecutionOutput out, Runnable completion,
+      Runnable instead) {
     if (out == null) {
       answerOn(ex, completion);
       return false;
@@ -2232,9 +2260,34 @@ public final class RouterNode implements PrefixRouterNode {
       } finally {
         ended(ex);
       }
+    }, () -> {
+      try {
+        answerOn(ex, instead);
+      } finally {
+        ended(ex);
+      }
     });
     out.drain();
+    // read after the completion was queued, as abandonAll sets it before it looks for queued
+    // completions: one of the two finds the other, so none is left behind a blocked sink
+    if (abandoning) {
+      cutShort(ex, out);
+    }
     return true;
+  }
+
+  /**
+   * Completes {@code ex}, whose completion waits behind its sink, without waiting for the sink
+   * (see {@link #settle}); nothing if the completion has run, is running, or is not queued, nor
+   * when this thread is the one inside the sink (a listener that stops the node): the
+   * completion runs as soon as that call returns.
+   */
+  private void cutShort(Execution ex, ExecutionOutput out) {
+    if (out.deliveringOn() != Thread.currentThread() && out.cutShort()) {
+      LOG.warn("node {}: the stop's grace period ended while the output of request {} was still"
+          + " being delivered (an output listener or stream that does not return); the request"
+          + " was answered without waiting for it", nodeId, ex.request.id());
+    }
   }
 
   /**

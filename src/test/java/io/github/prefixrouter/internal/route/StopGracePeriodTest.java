@@ -16,18 +16,26 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode.State;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.internal.route.StopWaitInsideCallbackTest.HeldEngine;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
@@ -213,6 +221,173 @@ class StopGracePeriodTest {
     assertTrue(m instanceof ForwardCodec.Failed fl && fl.retryable(), String.valueOf(m));
     assertEquals(1, c.engine("n0").stats().cancelled());
     assertEquals(State.STOPPED, c.node("n0").state());
+  }
+
+  /**
+   * A node running every request on a {@link HeldEngine}, whose runs the test drives (pieces
+   * through the listeners the engine was given, answers with {@link HeldEngine#answer}).
+   */
+  static RouterNode heldNode(SimulatedScheduler sim, HeldEngine engine) {
+    RouterNode node = new RouterNode("n0", localOnly(), new InMemoryNetwork(sim, 1)
+        .transport("n0"), engine, sim, sim, new SplittableRandom(1), List.of(),
+        new RouterNode.Components(RequestLifecycleTest.NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
+    node.start();
+    return node;
+  }
+
+  /** A client's listener that blocks in its first call until {@link #release}d. */
+  static final class BlockingListener implements OutputListener {
+    final CountDownLatch entered = new CountDownLatch(1);
+    final CountDownLatch release = new CountDownLatch(1);
+    final AtomicInteger calls = new AtomicInteger();
+
+    @Override
+    public void onOutput(int[] tokens, String text) {
+      calls.incrementAndGet();
+      entered.countDown();
+      try {
+        release.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
+  /**
+   * Gives the first token of run {@code i}'s output (of {@code r}) on a thread of its own (an
+   * engine's), which stays in {@code blocking} until it is released; returns once the listener
+   * is entered.
+   */
+  static Thread pieceBlockingIn(HeldEngine engine, int i, InferenceRequest r,
+      BlockingListener blocking) throws InterruptedException {
+    OutputListener engineSide;
+    synchronized (engine) {
+      engineSide = engine.listeners.get(i);
+    }
+    Thread t = new Thread(() -> engineSide.onOutput(new int[] {expected(r)[0]}, ""),
+        "engine-output");
+    t.setDaemon(true);
+    t.start();
+    assertTrue(blocking.entered.await(30, TimeUnit.SECONDS), "the listener was never called");
+    return t;
+  }
+
+  /**
+   * A listener that never returns (against its contract) must not keep the stop from ending
+   * with its grace period: the request is answered then, with NodeNotRunningException, as the
+   * other unanswered ones are, and the request answered before is unaffected.
+   */
+  @Test
+  void aListenerThatBlocksDoesNotHoldTheStopPastItsGracePeriod() throws Exception {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    HeldEngine engine = new HeldEngine();
+    RouterNode n0 = heldNode(sim, engine);
+    BlockingListener blocking = new BlockingListener();
+    InferenceRequest r1 = generating("r1", 1, 16);
+    InferenceRequest r2 = generating("r2", 2, 16);
+    InferenceRequest r3 = generating("r3", 3, 16);
+    CompletableFuture<InferenceResponse> f1 = n0.submit(r1, blocking);
+    AtomicInteger quietCalls = new AtomicInteger();
+    CompletableFuture<InferenceResponse> f2 =
+        n0.submit(r2, (t, s) -> quietCalls.incrementAndGet());
+    CompletableFuture<InferenceResponse> f3 = n0.submit(r3);
+    Thread stuck = pieceBlockingIn(engine, 0, r1, blocking);
+    try {
+      engine.answer(2, r3);
+      assertArrayEquals(expected(r3), f3.join().result().outputTokens());
+      CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(1));
+      sim.advanceBy(999 * MS);
+      assertFalse(f1.isDone(), "abandoned before the grace period ended");
+      sim.advanceBy(2 * MS);
+
+      assertTrue(stopped.isDone(), "the stop waits for ever for the blocked listener");
+      assertEquals(State.STOPPED, n0.state());
+      assertInstanceOf(NodeNotRunningException.class, failure(f1));
+      assertInstanceOf(NodeNotRunningException.class, failure(f2));
+    } finally {
+      blocking.release.countDown();
+      stuck.join(30_000);
+    }
+    assertFalse(stuck.isAlive(), "the engine's thread stayed in the node");
+    assertInstanceOf(NodeNotRunningException.class, failure(f1));
+    assertEquals(1, blocking.calls.get(), "the listener was called after its request ended");
+    NodeStats s = n0.stats();
+    assertEquals(3, s.requests());
+    assertEquals(1, s.servedLocally());
+    assertEquals(2, s.failed());
+    assertEquals(0, s.inFlight());
+  }
+
+  /**
+   * The engine answered while the listener blocks in a piece: the answer waits behind it (the
+   * listener must have the whole output before the future completes normally). When the grace
+   * period ends, the request is answered with NodeNotRunningException instead, once, and the
+   * answer's last pieces never reach the listener.
+   */
+  @Test
+  void anAnswerQueuedBehindABlockedListenerEndsWithTheGracePeriod() throws Exception {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    HeldEngine engine = new HeldEngine();
+    RouterNode n0 = heldNode(sim, engine);
+    BlockingListener blocking = new BlockingListener();
+    InferenceRequest r1 = generating("r1", 1, 16);
+    CompletableFuture<InferenceResponse> f1 = n0.submit(r1, blocking);
+    AtomicInteger answers = new AtomicInteger();
+    f1.whenComplete((v, t) -> answers.incrementAndGet());
+    Thread stuck = pieceBlockingIn(engine, 0, r1, blocking);
+    try {
+      engine.answer(0, r1);
+      assertFalse(f1.isDone(), "answered before the listener had the whole output");
+      CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(1));
+      sim.advanceBy(1_001 * MS);
+
+      assertTrue(stopped.isDone(), "the stop waits for ever for the blocked listener");
+      assertEquals(State.STOPPED, n0.state());
+      assertInstanceOf(NodeNotRunningException.class, failure(f1));
+    } finally {
+      blocking.release.countDown();
+      stuck.join(30_000);
+    }
+    assertFalse(stuck.isAlive(), "the engine's thread stayed in the node");
+    assertInstanceOf(NodeNotRunningException.class, failure(f1));
+    assertEquals(1, answers.get());
+    assertEquals(1, blocking.calls.get(), "the listener was called after its request ended");
+    NodeStats s = n0.stats();
+    assertEquals(1, s.requests());
+    assertEquals(0, s.servedLocally());
+    assertEquals(1, s.failed());
+    assertEquals(0, s.inFlight());
+  }
+
+  /**
+   * A listener that ends the grace period itself (a zero one) is not blocked: its request is
+   * answered once its call returns, never while it is still in it.
+   */
+  @Test
+  void aListenerThatStopsWithAZeroGracePeriodIsAnsweredAfterItsCall() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    HeldEngine engine = new HeldEngine();
+    RouterNode n0 = heldNode(sim, engine);
+    InferenceRequest r1 = generating("r1", 1, 16);
+    AtomicInteger calls = new AtomicInteger();
+    AtomicReference<CompletableFuture<InferenceResponse>> self = new AtomicReference<>();
+    AtomicBoolean doneInsideTheCall = new AtomicBoolean();
+    CompletableFuture<InferenceResponse> f1 = n0.submit(r1, (t, s) -> {
+      calls.incrementAndGet();
+      n0.stop(Duration.ZERO);
+      doneInsideTheCall.set(self.get().isDone());
+    });
+    self.set(f1);
+    OutputListener engineSide;
+    synchronized (engine) {
+      engineSide = engine.listeners.get(0);
+    }
+    engineSide.onOutput(new int[] {expected(r1)[0]}, "");
+    assertFalse(doneInsideTheCall.get(), "answered while its listener was still in its call");
+    assertInstanceOf(NodeNotRunningException.class, failure(f1));
+    assertEquals(State.STOPPED, n0.state());
+    assertEquals(1, calls.get());
+    assertEquals(1, n0.stats().failed());
   }
 
   @Test
