@@ -43,13 +43,14 @@ import java.util.random.RandomGenerator;
  *
  * <h2>Guarantees</h2>
  * Every request accepted by {@link #submit} completes exactly once: with the answer of the engine
- * that ran it, with {@link RequestFailedException} when the local engine itself failed it, or
- * with {@link NodeNotRunningException} when a stop's grace period ended before its answer.
- * Forwarding failures (timeout, push-back, unreachable peer) fall back to the next candidate or
- * to local execution and never reach the caller. All methods are thread-safe and never block
- * except {@link #close()}, and {@link #stop()} for as long as the transport's
- * {@link io.github.prefixrouter.spi.Transport#close()} takes when nothing is in flight. No method or builder setter accepts null (a null argument throws
- * {@link NullPointerException}); no method returns null.
+ * that ran it, with {@link RequestFailedException} when it could not be served (the cases are
+ * that class's), or with {@link NodeNotRunningException} when a stop's grace period ended
+ * before its answer. Forwarding failures (timeout, push-back, unreachable peer) fall back to the
+ * next candidate or to local execution and never reach the caller. All methods are thread-safe
+ * and never block except {@link #close()}, and {@link #stop()} for as long as the transport's
+ * {@link io.github.prefixrouter.spi.Transport#close()} takes when nothing is in flight. No
+ * method or builder setter accepts null (a null argument throws {@link NullPointerException});
+ * no method returns null.
  */
 public interface PrefixRouterNode extends AutoCloseable {
 
