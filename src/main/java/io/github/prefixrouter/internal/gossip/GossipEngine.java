@@ -2022,9 +2022,20 @@ public final class GossipEngine {
     count(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED, 1);
   }
 
+  /**
+   * Whether a third party's claim {@code e} about {@code m} jumps too far ahead to be taken: a
+   * generation more than {@code maxGenerationJump} above the one known; in the generation known,
+   * a version or heartbeat more than {@code maxSequenceJump} above. A new generation's replica
+   * starts at version 0, so a claim of one is measured against 0, as for an origin just learned
+   * ({@link #apply}): of a restart already more than the jump along, a third party's digest
+   * entry, update or snapshot is refused, and the replica gets the new generation from the
+   * origin itself. Taken, a forged one put the replica beyond the reach of the origin's
+   * refutation ({@link #refuteVersion}).
+   */
   private boolean absurd(Member m, DigestEntry e) {
-    if (e.generation() > m.generation && e.generation() - m.generation > config.maxGenerationJump()) {
-      return true;
+    if (e.generation() > m.generation) {
+      return e.generation() - m.generation > config.maxGenerationJump()
+          || e.version() > config.maxSequenceJump();
     }
     if (e.generation() == m.generation) {
       return (e.version() > m.version && e.version() - m.version > config.maxSequenceJump())
@@ -2523,6 +2534,12 @@ public final class GossipEngine {
       bySlot[slot] = m;
       retrimRelayLogs(); // one more origin: every log's share of the total shrinks now
       count(GossipCounter.MEMBERS_JOINED, 1);
+      if (thirdParty && e.version() > config.maxSequenceJump() && !u.deltas().isEmpty()) {
+        // the replica starts at version 0, which a third party's claim is measured against
+        // (absurd): the origin is learned, its history that far along only from itself
+        count(GossipCounter.REJECTED, 1);
+        return;
+      }
     } else {
       if (thirdParty && absurd(m, e)) {
         count(GossipCounter.REJECTED, 1);

@@ -9,6 +9,9 @@ import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
 import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -309,6 +312,64 @@ class ReplicaAheadOfOriginTest {
     c.heal();
     assertTrue(c.runUntilConverged(100) >= 0, c.firstDivergence());
     assertEquals(20, late.replicaVersion("node-1")[1]);
+  }
+
+  /**
+   * The same holds for a replica that a third party's word of a restart would start at version
+   * 0 of a new generation, and for an origin a third party introduces together with its history
+   * from version 0: a claim more than {@code maxSequenceJump} along is measured against 0 and
+   * refused, whether it comes as a snapshot or as deltas. Taken, a forged one put the replica
+   * beyond the reach of the restarted origin's refutation, as the chained claims above did.
+   */
+  @Test
+  void aNewGenerationOrANewOriginFarAlongIsTakenOnlyFromTheOrigin() {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipConfig config = config().maxSequenceJump(8).build();
+    GossipEngine node = new GossipEngine(new PeerAddress("node", "sim:node"), 1, config,
+        List.of(), time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> { });
+    PeerAddress origin = new PeerAddress("origin", "sim:origin");
+    PeerAddress relay = new PeerAddress("relay", "sim:relay");
+    node.handle(origin, new Ack2(1, List.of(new Update(
+        new DigestEntry("origin", 1, 1, 1, 0, 0, false), "sim:origin", 0,
+        List.of(new Delta(1, Delta.STORE, new long[] {7}))))));
+    // the origin falls silent (it restarts): a third party's word of a new generation is taken
+    time.advanceBy(config.suspectAfter().toNanos());
+
+    long rejected = node.counter(GossipCounter.REJECTED);
+    node.handle(relay, new SnapshotChunk("origin", 2, 20, 20, 0, 1, new long[] {20},
+        new long[] {99}));
+    assertTrue(node.replicaVersion("origin")[1] <= 8,
+        () -> "a third party's snapshot 20 versions along taken: "
+            + java.util.Arrays.toString(node.replicaVersion("origin")));
+    assertEquals(rejected + 1, node.counter(GossipCounter.REJECTED), "snapshot not refused");
+
+    node.handle(relay, new Ack2(1, List.of(history("origin", 2, 20, "sim:origin"))));
+    assertTrue(node.replicaVersion("origin")[1] <= 8,
+        () -> "a third party's history 20 versions along taken: "
+            + java.util.Arrays.toString(node.replicaVersion("origin")));
+    assertEquals(rejected + 2, node.counter(GossipCounter.REJECTED), "history not refused");
+
+    node.handle(relay, new Ack2(1, List.of(history("newcomer", 1, 20, "sim:newcomer"))));
+    assertArrayEquals(new long[] {1, 0}, node.replicaVersion("newcomer"),
+        "a new origin is learned from a third party, its history 20 versions along is not");
+    assertEquals(rejected + 3, node.counter(GossipCounter.REJECTED), "newcomer not refused");
+
+    // the origins' own word is taken
+    node.handle(origin, new Ack2(2, List.of(history("origin", 2, 20, null))));
+    node.handle(new PeerAddress("newcomer", "sim:newcomer"),
+        new Ack2(1, List.of(history("newcomer", 1, 20, null))));
+    assertArrayEquals(new long[] {2, 20}, node.replicaVersion("origin"));
+    assertArrayEquals(new long[] {1, 20}, node.replicaVersion("newcomer"));
+    assertEquals(20, node.replicaOf("origin").length);
+  }
+
+  /** An update about {@code id} with its whole history: {@code n} single-block STOREs. */
+  private static Update history(String id, long gen, int n, String address) {
+    List<Delta> deltas = new ArrayList<>();
+    for (int i = 1; i <= n; i++) {
+      deltas.add(new Delta(i, Delta.STORE, new long[] {500 + i}));
+    }
+    return new Update(new DigestEntry(id, gen, n, 1, 0, 0, false), address, 0, deltas);
   }
 
   @Test
