@@ -280,7 +280,10 @@ public final class GossipEngine {
   private static final int IN_FLIGHT_SEGMENTS = 32;
   /** Rounds between two refreshes of one truncated replica (at most one per this many). */
   private static final int REFRESH_SPACING = 32;
-  /** Rounds a refresh waits for its snapshot before it gives up (until the next one). */
+  /**
+   * Rounds a refresh waits for its snapshot before it gives up (until the next one), unless a
+   * snapshot of the origin is still arriving then.
+   */
   private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
   /**
@@ -1543,13 +1546,18 @@ public final class GossipEngine {
    * entries and requests show version 0 for the origin until a snapshot (or the deltas from
    * version 0) arrives, while the truncated replica keeps answering lookups. At most one refresh
    * per origin every {@link #REFRESH_SPACING} rounds, each given up after
-   * {@link #REFRESH_WINDOW} rounds; with the 1/8 hysteresis, an origin hovering around the cap
-   * cannot cause a snapshot every round.
+   * {@link #REFRESH_WINDOW} rounds unless a snapshot of the origin is still arriving (an
+   * assembly of its generation that got a new chunk within {@link #ASSEMBLY_PATIENCE} intervals: it
+   * would be dropped, with every chunk collected, once the refresh ended, and a snapshot that
+   * takes longer than the window to arrive never installed); with the 1/8 hysteresis, an origin
+   * hovering around the cap cannot cause a snapshot every round.
    */
   private void refreshTruncatedReplicas(long now) {
     long interval = config.intervalNanos();
     for (Member m : members.values()) {
-      if (m.refreshing && now - m.refreshSinceNanos >= REFRESH_WINDOW * interval) {
+      // expireAssemblies ran first: an assembly left got a new chunk within its patience
+      if (m.refreshing && now - m.refreshSinceNanos >= REFRESH_WINDOW * interval
+          && (m.pending == null || m.pending.generation != m.generation)) {
         m.refreshing = false; // no snapshot came: try again after the spacing
       }
       if (m.refreshing || m.status == Status.DEAD || m.version == 0

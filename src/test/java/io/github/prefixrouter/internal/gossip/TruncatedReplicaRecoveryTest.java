@@ -165,6 +165,54 @@ class TruncatedReplicaRecoveryTest {
     return snapshots;
   }
 
+  /**
+   * A fresh copy that takes longer to arrive than the 16 rounds a refresh first asks for it:
+   * one chunk an exchange, and only the origin holds its whole set (every other replica of it is
+   * truncated too), so a peer in a cluster of eight, which exchanges with the origin about once
+   * a round, collects the 17 chunks of the origin's 6,800 blocks over many rounds. The refresh
+   * stays open while the snapshot keeps arriving (converged in 86 to 233 rounds over five
+   * seeds); it used to end after 16 rounds, dropping the chunks collected, and every later
+   * refresh did the same, so the replicas stayed truncated (133 refreshes in 600 rounds).
+   */
+  @Test
+  void aRefreshWhoseSnapshotTakesManyRoundsStillConverges() {
+    int cap = 8_000;
+    GossipConfig config = GossipConfig.builder()
+        .interval(Duration.ofMillis(100))
+        .suspectAfter(Duration.ofSeconds(3))
+        .deadAfter(Duration.ofSeconds(6))
+        .forgetAfter(Duration.ofSeconds(12))
+        .maxBlocksPerPeer(cap)
+        .messageByteCap(2_048)
+        .snapshotChunksPerExchange(1)
+        .deltaLogMaxHashes(4_000) // the replicas follow every change by deltas
+        .relayLogMaxHashesPerOrigin(4_000)
+        .build();
+    SimCluster c = SimCluster.of(8, 17, config);
+    converge(c);
+    GossipEngine owner = c.nodes.get(0);
+    for (int b = 0; b < 45; b++) { // 9,000 blocks: past the cap
+      owner.localSummary().onStored(blocks(b * 200, 200));
+      c.runFor(c.interval());
+    }
+    c.runFor(10 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    // down to 6,800, below 7/8 of the cap: each replica holds 5,800 of them
+    owner.localSummary().onEvicted(blocks(0, 2_200));
+    int rounds = c.runUntilConverged(600);
+    long refreshes = 0;
+    for (GossipEngine e : c.nodes.subList(1, 8)) {
+      refreshes += e.counter(GossipCounter.REPLICA_REFRESHES);
+    }
+    long r = refreshes;
+    assertTrue(rounds >= 0, () -> "not converged in 600 rounds after " + r
+        + " refreshes: " + c.firstDivergence());
+    for (GossipEngine e : c.nodes.subList(1, 8)) {
+      assertEquals(6_800, e.replicaOf("node-0").length);
+      e.checkInvariants();
+    }
+  }
+
   @Test
   void anOriginHoveringAroundTheCapDoesNotCauseASnapshotEveryRound() {
     hoverAroundTheCap(SimCluster.of(3, 12, CONFIG));
