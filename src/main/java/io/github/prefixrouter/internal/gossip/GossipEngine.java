@@ -2893,8 +2893,7 @@ public final class GossipEngine {
       return;
     }
     if (a.generation > m.generation) {
-      newGeneration(m, new DigestEntry(m.nodeId, a.generation, 0, m.heartbeat, m.queueDepth,
-          m.inFlight, m.overloaded), m.address, now);
+      newGeneration(m, restartHeardInAChunk(m, a.generation), m.address, now);
     }
     clearReplica(m);
     for (int k = 0; k < a.chunks.length; k++) {
@@ -2916,6 +2915,17 @@ public final class GossipEngine {
     dropPending(m);
     m.lastSyncNanos = now;
     count(GossipCounter.SNAPSHOTS_INSTALLED, 1);
+  }
+
+  /**
+   * The entry a restart of {@code m} as {@code generation} is taken with when the first word of
+   * it is a snapshot chunk, which carries no heartbeat and no load: heartbeat 0, idle. The new
+   * run counts its heartbeats again from 1, so the old run's heartbeat kept for it stood above
+   * every one the new run sent for as many rounds as the old run had lived, and the node, alive
+   * and gossiping, was suspected and declared dead meanwhile.
+   */
+  private static DigestEntry restartHeardInAChunk(Member m, long generation) {
+    return new DigestEntry(m.nodeId, generation, 0, 0, 0, 0, false);
   }
 
   /**
@@ -2980,8 +2990,7 @@ public final class GossipEngine {
       return;
     }
     if (c.generation() > m.generation) {
-      newGeneration(m, new DigestEntry(m.nodeId, c.generation(), 0, m.heartbeat, m.queueDepth,
-          m.inFlight, m.overloaded), m.address, now);
+      newGeneration(m, restartHeardInAChunk(m, c.generation()), m.address, now);
     }
     abandonPending(m);
     clearReplica(m);

@@ -102,6 +102,38 @@ class MembershipTest {
     assertTrue(c.nodes.get(0).counter(GossipCounter.GENERATIONS_REPLACED) >= 1);
   }
 
+  /**
+   * A restart first heard of in a chunk of the new run's snapshot (its update lost, or overtaken
+   * by the chunk on the way), or in one chunk of a snapshot too large to assemble: a chunk
+   * carries no heartbeat, and the new run's heartbeats count again from 1. The replica took the
+   * new generation with the old run's heartbeat, which none of the new run's passed for as many
+   * rounds as the old run had lived, so the node, gossiping with this one every round, was
+   * suspected and declared dead.
+   */
+  @Test
+  void aRestartFirstHeardOfInASnapshotChunkTakesTheNewRunsHeartbeats() {
+    for (int chunks : new int[] {1, 1 << 20}) { // assembled; too large, so started truncated
+      SimulatedScheduler time = new SimulatedScheduler();
+      GossipEngine node = new GossipEngine(new PeerAddress("node", "sim:node"), 1, config(),
+          List.of(), time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> { });
+      PeerAddress x = new PeerAddress("x", "sim:x");
+      // x's first run, up for a while: heartbeat 5,000
+      node.handle(x, new Ack2(1, List.of(new Update(
+          new DigestEntry("x", 1, 0, 5_000, 0, 0, false), "sim:x", 0, List.of()))));
+      node.handle(x, new GossipMessage.SnapshotChunk("x", 2, 1, 1, 0, chunks, new long[] {1},
+          new long[] {7}));
+      assertArrayEquals(new long[] {2, 1}, node.replicaVersion("x"));
+      for (int r = 1; r <= 30; r++) { // 3 s, past deadAfter: the new run's digests
+        time.advanceBy(Duration.ofMillis(100).toNanos());
+        node.handle(x, new Syn(r, 2, List.of(new DigestEntry("x", 2, 1, r, 0, 0, false))));
+        node.runRound();
+      }
+      assertEquals(Status.ALIVE, node.statusOf("x"),
+          "after 3 s of digests of the run heard of in a snapshot of " + chunks + " chunks");
+      node.checkInvariants();
+    }
+  }
+
   @Test
   void loadIsAdvertisedWithHysteresis() {
     SimCluster c = SimCluster.of(2, 3, config());
