@@ -1155,12 +1155,17 @@ public final class RouterConfig {
 
     /**
      * This node's gossip generation, which should be larger than that of any earlier run of the
-     * same node id. A smaller one is mended: peers that know the larger one tell the node, which
-     * continues above it, and each of them then gets the node's whole set again (a snapshot).
+     * same node id. A smaller one is mended when it is at most 2^40 below the larger one (the
+     * gossip layer's largest generation jump; about 12.7 days in microseconds): peers that know
+     * the larger one tell the node, which continues above it, and each of them then gets the
+     * node's whole set again (a snapshot). Further below, the node refuses to follow (as it
+     * refuses a forged claim), and peers take it only once they have declared the larger one
+     * dead and forgotten it ({@code peerDeadAfter} and 4 times that after its last heartbeat).
      * By default (0) it is the node's monotonic clock in microseconds at build time, which grows
-     * across restarts of a process but may go backwards after a machine reboot; hosts that can,
-     * should supply a value that survives reboots, for example microseconds since the epoch at
-     * start, or a counter kept on disk. Range 1..2^62, or 0 for the default. (A node reads its
+     * across restarts of a process but may go backwards after a machine reboot (further than
+     * 2^40 after an uptime of more than 12.7 days); hosts that can, should supply a value that
+     * survives reboots, for example microseconds since the epoch at start, or a counter kept on
+     * disk. Range 1..2^62, or 0 for the default. (A node reads its
      * clock first as it is built, and a clock that throws then fails the build; should the
      * reading for the generation throw, the generation comes from that first reading.)
      *

@@ -49,8 +49,11 @@ final class DefaultComponents {
    * The node's gossip generation: the host-supplied {@link RouterConfig#gossipGeneration()} if
    * set, else microseconds of its clock at build time, at least 1. The clock's value grows
    * across restarts on one machine (a monotonic clock, or simulated time); a restart after a
-   * reboot may get a smaller value, which peers accept once the old incarnation's tombstone is
-   * forgotten ({@code 4 × peerDeadAfter}); a host-supplied generation avoids that wait. The
+   * reboot may get a smaller value, which the node mends when peers tell it of the larger one,
+   * if that is at most 2^40 above (the gossip layer's largest generation jump), and which peers
+   * otherwise accept once the old incarnation is dead and forgotten ({@code peerDeadAfter} and
+   * {@code 4 × peerDeadAfter} after its last heartbeat); a host-supplied generation avoids
+   * both. The
    * clock is the node's guard of it ({@link io.github.prefixrouter.internal.GuardedClock}),
    * which read it once already: a reading that throws here gives that one.
    */
