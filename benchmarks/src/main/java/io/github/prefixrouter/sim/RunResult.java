@@ -41,7 +41,8 @@ public record RunResult(
    * One window of the over-time series.
    *
    * @param startSeconds window start in simulated seconds
-   * @param requests requests that arrived in the window
+   * @param requests requests that arrived in the window and that an engine completed (one that
+   *     failed before any engine completed it is left out, as from the other figures)
    * @param hitRate cached / prompt tokens of those requests
    * @param nodeShares share of those requests served by each node
    * @param topSubjectNodeShares share of the window's requests of the top subject served by each
