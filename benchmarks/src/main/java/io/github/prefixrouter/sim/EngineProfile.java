@@ -16,6 +16,9 @@ import io.github.prefixrouter.testing.SimulatedEngine;
  * @param prefillOverheadNanos fixed time of every prefill (HTTP, tokenization, scheduling)
  * @param prefillNanosPerToken prefill time per uncached prompt token
  * @param decodeNanosPerToken time per generated token
+ * @param reportsTimings whether each run's result carries its prefill and decode time, which
+ *     the library's nodes learn their prefill cost from; false gives the nodes results without
+ *     them, as the library's adapter for OpenAI-compatible servers does (whose API has none)
  */
 public record EngineProfile(
     int blockSize,
@@ -23,11 +26,24 @@ public record EngineProfile(
     int slots,
     long prefillOverheadNanos,
     long prefillNanosPerToken,
-    long decodeNanosPerToken) {
+    long decodeNanosPerToken,
+    boolean reportsTimings) {
 
   /** The defaults documented in docs/simulator.md. */
   public static final EngineProfile DEFAULT =
       new EngineProfile(16, 65_536, 1, 10_000_000L, 2_500_000L, 15_000_000L);
+
+  /** A profile whose engines report each run's timings. */
+  public EngineProfile(
+      int blockSize,
+      long capacityTokens,
+      int slots,
+      long prefillOverheadNanos,
+      long prefillNanosPerToken,
+      long decodeNanosPerToken) {
+    this(blockSize, capacityTokens, slots, prefillOverheadNanos, prefillNanosPerToken,
+        decodeNanosPerToken, true);
+  }
 
   /**
    * Checks the profile against the simulated engine's and the nodes' limits, so that a bad flag
@@ -58,14 +74,22 @@ public record EngineProfile(
   /** A profile with another capacity. */
   public EngineProfile withCapacityTokens(long tokens) {
     return new EngineProfile(
-        blockSize, tokens, slots, prefillOverheadNanos, prefillNanosPerToken, decodeNanosPerToken);
+        blockSize, tokens, slots, prefillOverheadNanos, prefillNanosPerToken, decodeNanosPerToken,
+        reportsTimings);
   }
 
   /** A profile with another number of slots. */
   public EngineProfile withSlots(int n) {
     return new EngineProfile(
         blockSize, capacityTokens, n, prefillOverheadNanos, prefillNanosPerToken,
-        decodeNanosPerToken);
+        decodeNanosPerToken, reportsTimings);
+  }
+
+  /** A profile whose engines report their runs' timings, or not. */
+  public EngineProfile withTimings(boolean reported) {
+    return new EngineProfile(
+        blockSize, capacityTokens, slots, prefillOverheadNanos, prefillNanosPerToken,
+        decodeNanosPerToken, reported);
   }
 
   /** Builds one node's engine on the shared scheduler. */

@@ -42,6 +42,8 @@ public final class PaperMain {
         --prefill-overhead-ms X  fixed prefill time (default 10)
         --prefill-ms-per-token X prefill time per uncached token (default 2.5)
         --decode-ms-per-token X  decode time per output token (default 15)
+        --no-engine-timings      the engines' results carry no prefill and decode times, as
+                                 over the OpenAI-compatible adapter (default: they do)
         --policies A,B,..        subset of: %s
         --distributions A,B      subset of: uniform,skewed
         --window S               timeline window in simulated seconds (default 20; at
@@ -165,7 +167,8 @@ public final class PaperMain {
     }
     // the shared reader: a flag given twice is refused rather than the last one winning without
     // a word, and a misspelt flag is unknown wherever it stands
-    Flags f = Flags.parse(args, Set.of("--no-plots"), Set.copyOf(VALUE_FLAGS));
+    Flags f = Flags.parse(args, Set.of("--no-plots", "--no-engine-timings"),
+        Set.copyOf(VALUE_FLAGS));
     boolean plots = !f.has("--no-plots");
     for (String a : VALUE_FLAGS) {
       if (!f.has(a)) {
@@ -231,7 +234,8 @@ public final class PaperMain {
             slots,
             nanos("--prefill-overhead-ms", overheadMs),
             nanos("--prefill-ms-per-token", prefillMs),
-            nanos("--decode-ms-per-token", decodeMs));
+            nanos("--decode-ms-per-token", decodeMs),
+            !f.has("--no-engine-timings"));
     if (requests > SimConfig.MAX_REQUESTS) {
       // checked before the configuration, whose timeline check would refuse it for its windows
       throw new IllegalArgumentException("--requests must be at most " + SimConfig.MAX_REQUESTS

@@ -82,6 +82,7 @@ final class Report {
     field(sb, "prefill_overhead_ms", e.prefillOverheadNanos() / 1e6, false);
     field(sb, "prefill_ms_per_token", e.prefillNanosPerToken() / 1e6, false);
     field(sb, "decode_ms_per_token", e.decodeNanosPerToken() / 1e6, false);
+    sb.append(", \"engine_reports_timings\": ").append(e.reportsTimings());
     field(sb, "timeline_window_s", cfg.timelineWindowSeconds(), false);
     sb.append(",\n    \"workload\": ").append(quote(workload));
     sb.append("\n  },\n  \"results\": [");

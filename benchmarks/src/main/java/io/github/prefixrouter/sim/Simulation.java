@@ -73,7 +73,7 @@ final class Simulation {
     List<RecordingEngine> engines = new ArrayList<>();
     for (int i = 0; i < cfg.nodes(); i++) {
       SimulatedEngine e = cfg.engine().newEngine(sim, Baselines.mix(seed + i));
-      engines.add(new RecordingEngine(i, e, rec));
+      engines.add(new RecordingEngine(i, e, rec, cfg.engine().reportsTimings()));
     }
     SimCluster cluster = factory.create(new Context(scenario, cfg, sim, engines, seed));
     int[] done = new int[1];
