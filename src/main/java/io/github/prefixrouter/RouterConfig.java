@@ -883,7 +883,8 @@ public final class RouterConfig {
     }
 
     /**
-     * Initial prefill cost per uncached token, before the engine's timings refine it. The
+     * Initial prefill cost per uncached token, before the engine's timings (or, for an engine
+     * that reports none, the node's timing of its runs) refine it. The
      * forwarding timeout does not rely on it for a prompt longer than any the node has seen
      * run: that forward waits at least {@code forwardTimeoutMax} (docs/routing.md, "Forwarding
      * timeout").

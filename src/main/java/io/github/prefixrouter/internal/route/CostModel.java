@@ -21,8 +21,17 @@ import io.github.prefixrouter.spi.EngineResult;
  * only for runs that got an engine slot at once (a queued run's wait is priced apart, by the
  * queue term), and for a forwarded answer the serving peer's own time from receipt to answer. That whole time is a service
  * sample; the part not explained by the prefill estimate, divided by the output tokens, is a
- * decode sample (an upper bound: it includes any wait in the engine's queue). The prefill slope
- * is learned only from reported prefill times. Reported prefill and decode times that together
+ * decode sample (an upper bound: it includes any wait in the engine's queue). Until an engine
+ * reports a prefill time, the prefill slope is also learned from these timed runs: the time is
+ * modelled as {@code a + b × uncachedTokens + c × outputTokens}, fitted by the same
+ * exponentially weighted least squares with two variables (the intercept takes the fixed
+ * overheads, the HTTP exchange's included; {@code c} takes the decode, which would otherwise
+ * pass for prefill wherever longer prompts have longer answers), and {@code b} is the slope once
+ * the samples' uncached counts have spread and are not tied to their output lengths (with every
+ * output of one length the output term is part of the intercept, and {@code b} is the plain
+ * slope). A timed run's cached count is the engine's, else the node's estimate; without either
+ * it teaches no slope. Reported prefill times, once seen, are the only source, as before.
+ * Reported prefill and decode times that together
  * exceed the run's time as the node measured it (submission to result for a local run, the
  * whole forward for a peer's) are not believed: the node passes such a result on without them.
  *
@@ -74,6 +83,19 @@ final class CostModel {
   private double sxy;
   /** Results with a prefill time seen, up to {@link #MIN_SAMPLES}. */
   private int samples;
+
+  /** Timed runs' weighted sums: x = uncached tokens, z = output tokens, y = nanos. */
+  private double tw;
+  private double tx;
+  private double tz;
+  private double ty;
+  private double txx;
+  private double txz;
+  private double tzz;
+  private double txy;
+  private double tzy;
+  /** Timed runs that could teach the slope, up to {@link #MIN_SAMPLES}. */
+  private int timedSamples;
 
   private int serviceSamples;
   private int decodeSamples;
@@ -192,11 +214,14 @@ final class CostModel {
     int out = r.outputTokens().length;
     if (prefill < 0 && decode < 0) {
       if (elapsedNanos >= 0) {
-        double uncached = r.promptTokens() - Math.max(0, r.cachedPromptTokens());
         serviceSample(elapsedNanos);
         int cached = r.cachedPromptTokens() >= 0 ? r.cachedPromptTokens() : cachedEstimate;
+        double uncached = r.promptTokens() - Math.max(0, cached);
         if (cached >= 0) {
           cover(r.promptTokens() - cached, elapsedNanos);
+          if (samples == 0) {
+            timedSample(Math.max(0, r.promptTokens() - cached), out, elapsedNanos);
+          }
         }
         if (out > 0) {
           decodeSample(Math.max(0, elapsedNanos - prefillPerToken * uncached) / out);
@@ -232,6 +257,52 @@ final class CostModel {
     serviceSample((double) Math.max(0, prefill) + Math.max(0, decode));
     if (decode >= 0 && out > 0) {
       decodeSample((double) decode / out);
+    }
+  }
+
+  /**
+   * Learns the prefill slope from a run the node timed, {@code nanos} for {@code x} uncached
+   * prompt tokens and {@code z} output tokens (see the class notes).
+   */
+  private void timedSample(double x, double z, double nanos) {
+    if (!(nanos >= 0) || !Double.isFinite(nanos)) {
+      return;
+    }
+    tw = (1 - ALPHA) * tw + ALPHA;
+    tx = (1 - ALPHA) * tx + ALPHA * x;
+    tz = (1 - ALPHA) * tz + ALPHA * z;
+    ty = (1 - ALPHA) * ty + ALPHA * nanos;
+    txx = (1 - ALPHA) * txx + ALPHA * x * x;
+    txz = (1 - ALPHA) * txz + ALPHA * x * z;
+    tzz = (1 - ALPHA) * tzz + ALPHA * z * z;
+    txy = (1 - ALPHA) * txy + ALPHA * x * nanos;
+    tzy = (1 - ALPHA) * tzy + ALPHA * z * nanos;
+    if (timedSamples < MIN_SAMPLES) {
+      timedSamples++;
+    }
+    double mx = tx / tw;
+    double mz = tz / tw;
+    double my = ty / tw;
+    double vxx = txx / tw - mx * mx;
+    double vzz = tzz / tw - mz * mz;
+    double vxz = txz / tw - mx * mz;
+    double cxy = txy / tw - mx * my;
+    double czy = tzy / tw - mz * my;
+    if (timedSamples < MIN_SAMPLES || !(vxx > 1.0) || !(vxx > 0.01 * mx * mx)) {
+      return;
+    }
+    double slope;
+    if (vzz < 0.5) {
+      slope = cxy / vxx; // one output length: the decode is part of the intercept
+    } else {
+      double det = vxx * vzz - vxz * vxz;
+      if (!(det > 0.01 * vxx * vzz)) {
+        return; // uncached and output counts move together: neither slope can be told apart
+      }
+      slope = (cxy * vzz - czy * vxz) / det;
+    }
+    if (slope > 0 && Double.isFinite(slope)) {
+      prefillPerToken = slope;
     }
   }
 

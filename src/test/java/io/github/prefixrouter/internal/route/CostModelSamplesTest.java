@@ -93,6 +93,87 @@ class CostModelSamplesTest {
         "learned a prefill of " + n0.learnedPrefillNanosPerToken() + " ns per token");
   }
 
+  @Test
+  void runsTheNodeTimedTeachThePrefillSlopeWhenTheEngineReportsNone() {
+    // an engine that reports no timings (the OpenAI-compatible adapter): each run takes a fixed
+    // 30 ms, 2.5 ms per uncached prompt token and 20 ms per output token, output lengths
+    // growing with the prompt (a longer prompt, a longer answer); the node timed every run, and
+    // its prefill price stayed at the 100 µs prior for good
+    CostModel m = new CostModel(100_000);
+    java.util.SplittableRandom rnd = new java.util.SplittableRandom(7);
+    for (int i = 0; i < 400; i++) {
+      int prompt = 200 + rnd.nextInt(600);
+      int cached = rnd.nextBoolean() ? 0 : rnd.nextInt(prompt);
+      int out = 1 + (prompt - cached) / 40 + rnd.nextInt(60);
+      long nanos = 30 * RoutePlannerTest.MS + 2_500_000L * (prompt - cached) + 20 * RoutePlannerTest.MS * out;
+      m.observe(new EngineResult(new int[out], "", prompt, -1, -1, -1), nanos, cached);
+    }
+    assertEquals(2_500_000, m.prefillNanosPerToken(), 25_000);
+    // the decode is what the prefill does not explain, the fixed part included (an upper bound)
+    assertTrue(m.decodeNanosPerToken() >= 20 * RoutePlannerTest.MS
+        && m.decodeNanosPerToken() <= 24 * RoutePlannerTest.MS, "decode " + m.decodeNanosPerToken());
+  }
+
+  @Test
+  void timedRunsOfOneOutputLengthTeachTheSlopeAndUntoldCachedCountsTeachNothing() {
+    CostModel m = new CostModel(100_000);
+    for (int i = 0; i < 100; i++) {
+      int uncached = 100 + 37 * (i % 11);
+      m.observe(new EngineResult(new int[16], "", 1_000, 1_000 - uncached, -1, -1),
+          5 * RoutePlannerTest.MS + 1_000_000L * uncached + 16 * 10 * RoutePlannerTest.MS, -1);
+    }
+    assertEquals(1_000_000, m.prefillNanosPerToken(), 10_000);
+    CostModel blind = new CostModel(100_000);
+    for (int i = 0; i < 100; i++) {
+      blind.observe(new EngineResult(new int[16], "", 100 + 37 * (i % 11), -1, -1, -1),
+          RoutePlannerTest.MS * (5 + i % 11), -1);
+    }
+    assertEquals(100_000, blind.prefillNanosPerToken(), "no cached count, reported or estimated");
+  }
+
+  @Test
+  void reportedPrefillTimesOutrankTheNodesTiming() {
+    CostModel m = new CostModel(100_000);
+    for (int i = 0; i < 20; i++) {
+      int uncached = 100 + 50 * (i % 7);
+      m.observe(new EngineResult(new int[8], "", uncached, 0, 300_000L * uncached, 1_000));
+    }
+    assertEquals(300_000, m.prefillNanosPerToken(), 3_000);
+    for (int i = 0; i < 100; i++) {
+      int uncached = 100 + 50 * (i % 7);
+      m.observe(new EngineResult(new int[8], "", uncached, 0, -1, -1), 5_000_000L * uncached, 0);
+    }
+    assertEquals(300_000, m.prefillNanosPerToken(), 3_000);
+  }
+
+  @Test
+  void aNodeWhoseEngineReportsNoTimingsLearnsItsPrefillFromItsOwnRuns() {
+    // the same runs on the simulated engine, its timings reported to one node and stripped
+    // for the other: both learn the engine's prefill price, the second from its own timing
+    double[] learned = new double[2];
+    for (int strip = 0; strip < 2; strip++) {
+      OracleCluster.Hooks h = new OracleCluster.Hooks();
+      if (strip == 1) {
+        h.engineWrap = e -> new ForwardingEngine(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+            return e.execute(r).thenApply(res -> new EngineResult(res.outputTokens(), res.text(),
+                res.promptTokens(), res.cachedPromptTokens(), -1, -1));
+          }
+        };
+      }
+      RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(20_000).build();
+      OracleCluster c = new OracleCluster(1, cfg, 3, h).start();
+      for (int i = 0; i < 40; i++) {
+        c.submitAndWait("n0", InferenceRequest.of("q" + i, prompt(100 + i, 64 + 24 * (i % 9))));
+      }
+      learned[strip] = c.node("n0").learnedPrefillNanosPerToken();
+    }
+    assertTrue(learned[0] > 40_000, "the reported slope: " + learned[0]);
+    assertEquals(learned[0], learned[1], learned[0] * 0.05,
+        "learned from reported timings " + learned[0] + ", from the node's timing " + learned[1]);
+  }
+
   /**
    * n0's cost model after it forwarded one request to n1, whose answer comes 50 ms later with
    * {@code serverNanos} and the engine timings given ({@code -1}: not reported).
