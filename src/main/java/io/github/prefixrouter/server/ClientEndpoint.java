@@ -15,6 +15,7 @@ import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.CountedFailureLog;
+import io.github.prefixrouter.internal.PromptArrays;
 import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.gossip.GossipEngine;
 import io.github.prefixrouter.internal.json.Json;
@@ -71,7 +72,10 @@ import org.slf4j.LoggerFactory;
  *       "stop_token_ids": [2]}} (all but
  *       {@code prompt} optional; a key whose value is {@code null} is absent) submits one request to the node and answers {@code {"id", "served_by", "forwarded", "attempts", "fallback",
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}, its
- *       {@code token_ids} (whole or streamed) ending after the first stop token id. 400 for a bad request
+ *       {@code token_ids} (whole or streamed) ending after the first stop token id. Its
+ *       {@code id} is the client's; the node gets the request under an id the endpoint makes
+ *       (the node's id and a counter), as for a request without one, so that requests of clients
+ *       that chose the same id never meet at a peer or an engine. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and no peer took it: none was eligible, or each
@@ -911,7 +915,7 @@ final class ClientEndpoint {
     try {
       try {
         parsed = parseRequest(ex, share);
-        share.resize(requestBytes(parsed.request()));
+        share.resize(parsed.bytes());
       } catch (Throwable e) {
         share.close();
         throw e;
@@ -955,14 +959,15 @@ final class ClientEndpoint {
         return;
       }
       InferenceRequest request = parsed.request();
+      String clientId = parsed.clientId();
       handedOn = true;
       if (parsed.stream()) {
-        stream(ex, request, timing, share);
+        stream(ex, request, clientId, timing, share);
         return;
       }
       submitWhole(ex, request, timing, share,
-          resp -> () -> respond(ex, 200, toJson(resp, request.params())),
-          c -> () -> answerFailure(ex, request.id(), c));
+          resp -> () -> respond(ex, 200, toJson(resp, request.params(), clientId)),
+          c -> () -> answerFailure(ex, clientId, c));
     } finally {
       if (!handedOn) {
         share.close();
@@ -972,13 +977,13 @@ final class ClientEndpoint {
 
   /**
    * Submits a streamed request ({@code "stream": true}): its pieces and its end are written as
-   * server-sent events by the writer threads ({@link StreamedAnswer}).
+   * server-sent events by the writer threads ({@link StreamedAnswer}), under {@code clientId}.
    */
-  private void stream(HttpExchange ex, InferenceRequest request, ClientLatency.Request timing,
-      BodyBudget.Share share) {
+  private void stream(HttpExchange ex, InferenceRequest request, String clientId,
+      ClientLatency.Request timing, BodyBudget.Share share) {
     stream(ex, request, timing, share,
-        () -> new StreamedAnswer.RouteFormat(request.id(), request.params()),
-        (e, failure) -> answerFailure(e, request.id(), failure));
+        () -> new StreamedAnswer.RouteFormat(clientId, request.params()),
+        (e, failure) -> answerFailure(e, clientId, failure));
   }
 
   /**
@@ -1110,7 +1115,7 @@ final class ClientEndpoint {
             "no_tokenizer");
         return;
       }
-      String requestId = node.nodeId() + "-c" + ids.incrementAndGet();
+      String requestId = nextRequestId();
       long seed = req.seed != null ? req.seed : seeds.next();
       long created = epochSeconds.getAsLong();
       // the slot is taken before tokenizing: a tokenization counts against the cap as a request;
@@ -1704,7 +1709,8 @@ final class ClientEndpoint {
 
 
   /**
-   * A client's request id, which the node writes into log lines and sends to peers.
+   * A client's request id, which its answer carries back (the request goes to the node under an
+   * id of the endpoint's: {@link #nextRequestId}).
    *
    * @throws IllegalArgumentException if it has a control character (C0, DEL or C1: a line
    *     break would forge a log line, an escape drive a terminal)
@@ -1719,8 +1725,28 @@ final class ClientEndpoint {
     return id;
   }
 
-  /** A parsed completions request and whether its answer is streamed. */
-  private record ParsedRequest(InferenceRequest request, boolean stream) {}
+  /**
+   * A parsed completions request, under an id this endpoint made ({@link #nextRequestId}); the
+   * id its answer carries (the client's, else the request's); whether its answer is streamed.
+   */
+  private record ParsedRequest(InferenceRequest request, String clientId, boolean stream) {
+    /** The heap it holds: {@link #requestBytes}, and the client's id if it is not the request's. */
+    long bytes() {
+      return requestBytes(request)
+          + (clientId.equals(request.id()) ? 0 : 2L * clientId.length());
+    }
+  }
+
+  /**
+   * A new request id, unique at this endpoint's node: the node's id and a counter. Every
+   * request the endpoint submits has one, whatever id its client chose (which only its answer
+   * carries): ids are unique per origin node only as long as its host makes them so, and
+   * peers key forwarded requests and their CANCELs by origin and id, and engines cancel by id,
+   * so two clients of one id would meet there (one's cancel ending the other's run at a peer).
+   */
+  private String nextRequestId() {
+    return node.nodeId() + "-c" + ids.incrementAndGet();
+  }
 
   private ParsedRequest parseRequest(HttpExchange ex, BodyBudget.Share share) throws IOException {
     Map<?, ?> body = readObject(ex, 8, share);
@@ -1737,8 +1763,7 @@ final class ClientEndpoint {
       }
     }
     Object idValue = m.get("id");
-    String id = idValue == null ? node.nodeId() + "-c" + ids.incrementAndGet()
-        : requestId(Json.asString(idValue, "id"));
+    String clientId = idValue == null ? null : requestId(Json.asString(idValue, "id"));
     int[] prompt = Json.asIntArray(m.get("prompt"), "prompt");
     int maxTokens = m.containsKey("max_tokens") ? Json.asInt(m.get("max_tokens"), "max_tokens") : 1;
     double temperature = m.containsKey("temperature") ? Json.asDouble(m.get("temperature"), "temperature") : 0.0;
@@ -1768,7 +1793,15 @@ final class ClientEndpoint {
       }
       stream = b;
     }
-    return new ParsedRequest(new InferenceRequest(id, prompt, params, scope), stream);
+    if (clientId == null) {
+      InferenceRequest request = new InferenceRequest(nextRequestId(), prompt, params, scope);
+      return new ParsedRequest(request, request.id(), stream);
+    }
+    // checked under the client's id, which the refusals name, as before; submitted under one
+    // of the endpoint's
+    InferenceRequest checked = new InferenceRequest(clientId, prompt, params, scope);
+    return new ParsedRequest(new InferenceRequest(nextRequestId(),
+        PromptArrays.shared(checked), params, scope), clientId, stream);
   }
 
   /**
@@ -1899,12 +1932,13 @@ final class ClientEndpoint {
   }
 
   /**
-   * The answer of a request that is not streamed (a new, modifiable map), its token ids cut
-   * after the first of the request's stop token ids (the text is the engine's, which honours
-   * them itself).
+   * The answer of a request that is not streamed (a new, modifiable map), under its client's
+   * {@code id}, its token ids cut after the first of the request's stop token ids (the text is
+   * the engine's, which honours them itself).
    */
-  static Map<String, Object> toJson(InferenceResponse r, GenerationParams params) {
+  static Map<String, Object> toJson(InferenceResponse r, GenerationParams params, String id) {
     Map<String, Object> m = toJson(r);
+    m.put("id", id);
     m.put("token_ids", StopMatcher.throughFirstStopToken(r.result().outputTokens(), params));
     return m;
   }

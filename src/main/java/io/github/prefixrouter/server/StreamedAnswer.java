@@ -167,6 +167,7 @@ final class StreamedAnswer implements OutputListener {
     @Override
     public byte[] end(InferenceResponse response, int[] tokens, String text) {
       Map<String, Object> m = ClientEndpoint.toJson(response);
+      m.put("id", id);
       m.put("token_ids", visible(tokens));
       m.put("text", text);
       ByteArrayOutputStream out = new ByteArrayOutputStream();

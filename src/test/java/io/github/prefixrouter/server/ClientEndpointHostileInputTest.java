@@ -131,10 +131,9 @@ class ClientEndpointHostileInputTest {
   }
 
   /**
-   * The token route's {@code id} is the client's, and the node writes it into its log lines
-   * (a stream that fails, a routing failure) and sends it to peers: an id with a control
-   * character (a line break that forges a log line, a terminal escape) is refused, as a
-   * {@code model} or {@code cache_salt} with one is.
+   * The token route's {@code id} is the client's, which its answer carries back: an id with a
+   * control character (a line break that forges a log line where answers are logged, a
+   * terminal escape) is refused, as a {@code model} or {@code cache_salt} with one is.
    */
   @Test
   void aRequestIdWithAControlCharacterIsRefused() throws Exception {
@@ -151,10 +150,11 @@ class ClientEndpointHostileInputTest {
     CompletableFuture<HttpResponse<String>> ok = postAsync(ClientEndpoint.COMPLETIONS,
         "{\"id\":\"é-1 \\u2603\",\"prompt\":[1]}".getBytes(StandardCharsets.UTF_8));
     stub.awaitSubmitted(1);
-    assertEquals("é-1 ☃", stub.requests.get(0).id());
-    stub.futures.get(0).complete(new InferenceResponse("é-1 ☃",
+    stub.futures.get(0).complete(new InferenceResponse(stub.requests.get(0).id(),
         new EngineResult(new int[] {2}, "", 1, 0, 1, 1), "solo", false, 1, FallbackCause.NONE,
         StubNode.LOCAL_DECISION));
-    assertEquals(200, ok.get(20, TimeUnit.SECONDS).statusCode());
+    HttpResponse<String> answer = ok.get(20, TimeUnit.SECONDS);
+    assertEquals(200, answer.statusCode(), answer.body());
+    assertEquals("é-1 ☃", json(answer.body()).get("id"), answer.body());
   }
 }

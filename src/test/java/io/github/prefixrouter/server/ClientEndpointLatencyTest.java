@@ -216,8 +216,9 @@ class ClientEndpointLatencyTest {
     int n = 48;
     List<CompletableFuture<HttpResponse<String>>> sent = new java.util.ArrayList<>();
     for (int i = 0; i < n; i++) {
-      sent.add(postAsync("/v1/route/completions", "{\"id\":\"r" + i + "\",\"prompt\":[1],"
-          + "\"stream\":" + (i % 2 == 0) + "}"));
+      // the prompt says which request it is (the node gets an id of the endpoint's)
+      sent.add(postAsync("/v1/route/completions", "{\"id\":\"r" + i + "\",\"prompt\":[" + i
+          + "],\"stream\":" + (i % 2 == 0) + "}"));
     }
     stub.awaitSubmitted(n);
     AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -241,7 +242,7 @@ class ClientEndpointLatencyTest {
     scraper.start();
     for (int i = 0; i < n; i++) {
       String id = stub.requests.get(i).id();
-      int k = Integer.parseInt(id.substring(1));
+      int k = stub.requests.get(i).tokens()[0];
       if (k % 3 == 2) {
         stub.futures.get(i).completeExceptionally(new IllegalStateException("failed everywhere"));
       } else {
