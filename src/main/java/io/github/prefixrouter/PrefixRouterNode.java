@@ -30,10 +30,12 @@ import java.util.random.RandomGenerator;
  * </pre>
  * <ul>
  *   <li>{@link #start()} is legal only in {@code NEW}; it starts the transport and gossip.
- *   <li>{@link #stop()} from {@code RUNNING} stops accepting requests (local or forwarded), lets
- *       every accepted request complete, then stops gossip, closes the transport and, if the node
- *       created its own scheduler, that scheduler. From {@code NEW} it goes straight to
- *       {@code STOPPED}. From {@code STOPPING} or {@code STOPPED} it returns the same future.
+ *   <li>{@link #stop()} from {@code RUNNING} stops accepting requests (local or forwarded; a
+ *       duplicate of a peer's request still running here joins it, as while running, and gets
+ *       its answer), lets every accepted request complete, then stops gossip, closes the
+ *       transport and, if the node created its own scheduler, that scheduler. From {@code NEW}
+ *       it goes straight to {@code STOPPED}. From {@code STOPPING} or {@code STOPPED} it
+ *       returns the same future.
  *       {@link #stop(Duration)} does the same but abandons the requests still unanswered when
  *       its grace period ends.
  *   <li>{@code start()} in any state but {@code NEW} throws {@link IllegalStateException}.

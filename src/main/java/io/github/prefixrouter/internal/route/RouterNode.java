@@ -122,7 +122,8 @@ import org.slf4j.LoggerFactory;
  *       ({@link EngineInFlightLimitException}: nothing reached the engine; still busy to the
  *       node) do not count.
  *   <li><b>Serving peers.</b> A forwarded request is refused with BUSY when this node is not
- *       running, its engine queue is at the high watermark, or its engine is stalled or
+ *       running (but for a duplicate of one running here, which joins it below), its engine
+ *       queue is at the high watermark, or its engine is stalled or
  *       failing, and answered BUSY when its engine turns it away at capacity or this node has
  *       no heap to read its engine's answer ({@link #pushesBack}); a duplicate of a request already running here (same sender, origin, id,
  *       prompt and parameters) joins the running execution instead of running twice; one that asks for
@@ -2336,9 +2337,6 @@ public final class RouterNode implements PrefixRouterNode {
     long receivedAt = clock.nanoTime();
     String id = fw.requestId();
     String key = peerKey(from, fw.origin(), id);
-    if (state.get() != State.RUNNING) {
-      return refuse(key, fw.request(), 0, null);
-    }
     Execution existing = servingForPeers.get(key);
     Execution created = null; // the execution this FORWARD starts, if it joins none
     // Only a replay of the same request joins it. Ids are unique per origin only, so the key
@@ -2350,6 +2348,12 @@ public final class RouterNode implements PrefixRouterNode {
     if (existing != null && !existing.request.equals(fw.request())) {
       existing = null;
       keyed = false;
+    }
+    // a stopping node takes no new work; a duplicate of a request it still runs is no new work:
+    // it joins it below, as while running, and gets the answer the stop waits for (refused, its
+    // sender would run the request again elsewhere while it still runs here)
+    if (existing == null && state.get() != State.RUNNING) {
+      return refuse(key, fw.request(), 0, null);
     }
     if (existing == null) {
       // its sender's CANCEL came first (the network reordered them): it is not run
