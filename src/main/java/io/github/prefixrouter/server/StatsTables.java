@@ -581,15 +581,19 @@ final class StatsTables {
           s -> s.receiver().unattributedStores())
       .counter("unmirrored_removals", K + "unmirrored_removals_total",
           "BlockRemoved (and TierBlocksCleared) events of a storage tier the tree does not mirror "
-              + "(vLLM's CPU offload), or of a KV-cache group of unknown kind naming no block "
-              + "that group stored, not applied.", s -> s.receiver().unmirroredRemovals())
+              + "(vLLM's CPU offload), or of a KV-cache group naming no block that group stored, "
+              + "not applied.", s -> s.receiver().unmirroredRemovals())
       .counter("other_group_events", K + "other_group_events_total",
           "Events of a KV-cache group whose blocks do not hold the whole prefix (sliding "
               + "window, chunked local attention, Mamba), skipped.",
           s -> s.receiver().otherGroupEvents())
       .counter("tracking_overflows", K + "tracking_overflows_total",
-          "Times the copies tracked for KV-cache groups of unknown kind exceeded their bound "
-              + "and the mirror was cleared.", s -> s.receiver().trackingOverflows())
+          "Times the block copies counted for KV-cache groups exceeded their bound and the "
+              + "mirror was cleared.", s -> s.receiver().trackingOverflows())
+      .counter("reannounced_blocks", K + "reannounced_blocks_total",
+          "Blocks a KV-cache group announced again from a prompt's first block on (vLLM's full "
+              + "report mode), held already: not taken as more copies.",
+          s -> s.receiver().reannouncedBlocks())
       .counter("gaps", K + "gaps_total",
           "Messages whose sequence number was above the one expected (messages lost).",
           s -> s.receiver().gaps())

@@ -43,8 +43,8 @@ class StatsJsonTest {
         "batches_applied", "replayed_batches", "stored_events", "removed_events",
         "cleared_events", "malformed_batches", "block_size_mismatches", "token_count_mismatches",
         "unattributed_stores", "unmirrored_removals", "other_group_events",
-        "tracking_overflows", "gaps", "restarts", "duplicates_ignored", "resets",
-        "ignored_events", "empty_events", "listener_failures", "sink_failures"),
+        "tracking_overflows", "reannounced_blocks", "gaps", "restarts", "duplicates_ignored",
+        "resets", "ignored_events", "empty_events", "listener_failures", "sink_failures"),
         List.copyOf(StatsTables.KV_EVENTS.json(kv).keySet()));
   }
 

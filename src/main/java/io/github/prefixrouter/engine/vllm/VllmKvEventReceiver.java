@@ -41,6 +41,17 @@ import org.slf4j.LoggerFactory;
  * kind was not reported, the receiver applies only removals of copies that group's own stores
  * added, so one group never removes another's blocks.
  *
+ * <p>Events naming their group are counted per medium, group and block hash: the copies passed
+ * to the listener and not removed since. A group's removal is applied only to copies its own
+ * stores added. A store starting a chain ({@code parent_block_hash} nil) whose first
+ * blocks that medium and group holds already announces them again: vLLM does so for the blocks
+ * a request found in its cache when the request asks for {@code "kv_cache_report_mode":
+ * "full"}, and removes each such block once. Those blocks are not passed on as more copies
+ * ({@link Stats#reannouncedBlocks()}), only the blocks after them, continuing them. A block
+ * vLLM computes again into a block of its own, stored under the same hash, is another copy
+ * as long as its store continues a block; as a chain start (a one-block prompt) it is taken
+ * as announced again, so the mirror lets it go at the first of its two removals.
+ *
  * <p>Whenever the mirror may hold blocks the engine no longer has, the receiver clears it
  * ({@link CacheEventListener#onAllCleared}) before applying the next batch: after lost messages
  * (a sequence number above the one expected), after a publisher restart (one below it, on a
@@ -98,6 +109,7 @@ public final class VllmKvEventReceiver implements KvEventSink {
   private long unmirroredRemovals;
   private long otherGroupEvents;
   private long trackingOverflows;
+  private long reannouncedBlocks;
   /**
    * Media (BlockStored.medium cut to {@link #MAX_KIND_CHARS}, null for none) of stores passed to
    * the listener; at most {@link #MAX_MEDIA}.
@@ -128,16 +140,18 @@ public final class VllmKvEventReceiver implements KvEventSink {
       "sliding_window", "sliding_window_mla", "chunked_local_attention", "mamba");
   /**
    * Groups whose kind is remembered; the kinds of groups past this many are not. Also the most
-   * groups whose copies are tracked at once: a store of another group past it is treated as
-   * {@link #MAX_TRACKED_COPIES} passed.
+   * groups whose copies are tracked at once, and the most media and groups whose copies are
+   * counted at once: a store of another past it is treated as {@link #MAX_TRACKED_COPIES}
+   * passed.
    */
   static final int MAX_GROUPS = 1_024;
   /** Kinds are remembered cut to this many characters (every kind named above is shorter). */
   static final int MAX_KIND_CHARS = 64;
   /**
-   * Copies tracked for groups of unknown kind, in all; past it the mirror is cleared. A correct
-   * engine stays far below (each copy is one of its cached blocks); a publisher that never
-   * removes what it stores would otherwise grow the tracking without bound.
+   * Copies tracked for groups of unknown kind, in all, and copies counted per medium and group,
+   * in all; past it the mirror is cleared. A correct engine stays far below (each copy is one
+   * of its cached blocks); a publisher that never removes what it stores would otherwise grow
+   * the tracking without bound.
    */
   static final long MAX_TRACKED_COPIES = 1L << 21;
   /**
@@ -151,6 +165,18 @@ public final class VllmKvEventReceiver implements KvEventSink {
    */
   private final Map<Long, LongLongMap> trackedCopies = new HashMap<>();
   private long trackedTotal;
+
+  /** Where a copy is held: a medium (cut to {@link #MAX_KIND_CHARS}, null for none), a group. */
+  private record Holder(String medium, long group) {}
+
+  /**
+   * For each medium and KV-cache group named by stores passed to the listener, the copies of
+   * each block hash passed on that holder's behalf and not removed since: block hash to count;
+   * a holder is listed while it has some. At most {@link #MAX_GROUPS} holders and {@link
+   * #MAX_TRACKED_COPIES} copies. Emptied whenever the mirror is cleared.
+   */
+  private final Map<Holder, LongLongMap> heldCopies = new HashMap<>();
+  private long heldTotal;
 
   /**
    * Counters of what the receiver did since it was created. Events are counted once each,
@@ -186,17 +212,22 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * @param unmirroredRemovals {@code BlockRemoved} events not applied because they name copies
    *     the mirror never took: their medium is one whose stores came without token ids (vLLM's
    *     CPU offload tier) and none of whose stores was mirrored (and {@code TierBlocksCleared}
-   *     events of such a medium, not applied either); or removals of a KV-cache group of
-   *     unknown kind naming no copy that group's stores added
+   *     events of such a medium, not applied either); or removals of a KV-cache group naming
+   *     no copy that group's stores added (of that medium, for a group whose kind is known)
    * @param otherGroupEvents {@code BlockStored} and {@code BlockRemoved} events of a KV-cache
    *     group whose blocks do not hold the whole prefix (sliding window, chunked local
    *     attention, Mamba: a hybrid model's), skipped
-   * @param trackingOverflows times the copies tracked for KV-cache groups of unknown kind
-   *     exceeded {@link VllmKvEventReceiver#MAX_TRACKED_COPIES}, or a store came for a group
-   *     past {@link VllmKvEventReceiver#MAX_GROUPS} groups tracked, and the mirror was cleared
+   * @param trackingOverflows times the copies tracked for KV-cache groups of unknown kind, or
+   *     those counted per medium and group, exceeded {@link
+   *     VllmKvEventReceiver#MAX_TRACKED_COPIES}, or a store came for a group (or a medium and
+   *     group) past {@link VllmKvEventReceiver#MAX_GROUPS} of them, and the mirror was cleared
    * @param emptyEvents {@code BlockStored} and {@code BlockRemoved} events naming no block,
    *     skipped: they change nothing the mirror holds (those of a group counted in {@code
    *     otherGroupEvents} are counted there)
+   * @param reannouncedBlocks blocks of {@code BlockStored} events starting a chain ({@code
+   *     parent_block_hash} nil) of a KV-cache group, leading blocks the receiver had already
+   *     passed on for that medium and group, not removed since: announced again (vLLM's full
+   *     report mode), not passed on as more copies
    */
   public record Stats(
       long batchesApplied,
@@ -217,7 +248,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
       long unmirroredRemovals,
       long otherGroupEvents,
       long trackingOverflows,
-      long emptyEvents) {}
+      long emptyEvents,
+      long reannouncedBlocks) {}
 
   /**
    * A receiver applying events to {@code listener}.
@@ -381,7 +413,8 @@ public final class VllmKvEventReceiver implements KvEventSink {
         unmirroredRemovals,
         otherGroupEvents,
         trackingOverflows,
-        emptyEvents);
+        emptyEvents,
+        reannouncedBlocks);
   }
 
   /**
@@ -519,11 +552,32 @@ public final class VllmKvEventReceiver implements KvEventSink {
           return;
         }
         remember(mirroredMedia, s.medium());
+        Holder holder = s.group() == null ? null : new Holder(cut(s.medium()), s.group());
+        long parent = s.parent();
+        long[] hashes = s.hashes();
+        int[] tokens = s.tokens();
+        int known = holder == null || parent != CacheEventListener.NO_PARENT ? 0
+            : reannounced(holder, hashes);
+        if (known > 0) {
+          // vLLM's full report mode announces the blocks a request found in its cache again,
+          // from the prompt's first block on: the same blocks, each removed once
+          reannouncedBlocks += known;
+          if (known == hashes.length) {
+            return;
+          }
+          parent = hashes[known - 1];
+          hashes = Arrays.copyOfRange(hashes, known, hashes.length);
+          tokens = Arrays.copyOfRange(tokens, known * blockSize, tokens.length);
+        }
         boolean tracked = s.group() != null && isTracked(s.group());
-        listener.onBlocksStored(scope, s.parent(), s.hashes(), s.tokens());
+        listener.onBlocksStored(scope, parent, hashes, tokens);
         storedEvents++;
-        if (tracked) {
-          track(s.group(), s.hashes());
+        boolean overflow = tracked && !track(s.group(), hashes);
+        if (holder != null && !overflow) {
+          overflow = !hold(holder, hashes, s.parent() == CacheEventListener.NO_PARENT);
+        }
+        if (overflow) {
+          trackingOverflow();
         }
       }
     } else if (event instanceof KvEvent.Removed r) {
@@ -539,8 +593,14 @@ public final class VllmKvEventReceiver implements KvEventSink {
         otherGroupEvents++;
         return;
       }
-      if (r.group() != null && isTracked(r.group())) {
-        hashes = untrack(r.group(), hashes);
+      if (r.group() != null) {
+        // a group removes only copies its own stores added: with its kind unknown, those it
+        // may have stored for another group's blocks; else, blocks it stored before this
+        // receiver saw it, or a copy announced again and taken as the same block
+        Holder holder = new Holder(medium, r.group());
+        hashes = isTracked(r.group())
+            ? release(holder, untrack(r.group(), hashes), false)
+            : release(holder, hashes, true);
         if (hashes.length == 0) {
           unmirroredRemovals++;
           return;
@@ -624,6 +684,13 @@ public final class VllmKvEventReceiver implements KvEventSink {
     }
     groupKinds.put(group, k);
     if (PARTIAL_KINDS.contains(k)) {
+      heldCopies.entrySet().removeIf(e -> {
+        boolean mine = e.getKey().group() == group;
+        if (mine) {
+          heldTotal -= count(e.getValue());
+        }
+        return mine;
+      });
       LOG.info("KV-cache group {} holds {} layers: its events are skipped, the mirror follows "
           + "the full-attention groups", group, k);
       LongLongMap copies = trackedCopies.remove(group);
@@ -651,32 +718,114 @@ public final class VllmKvEventReceiver implements KvEventSink {
     return total[0];
   }
 
-  /** Counts a copy of each of {@code hashes} as added by {@code group}'s stores. */
-  private void track(long group, long[] hashes) {
+  /**
+   * Counts a copy of each of {@code hashes} as added by {@code group}'s stores; false if that
+   * passed {@link #MAX_TRACKED_COPIES}, or the group would be one past {@link #MAX_GROUPS}
+   * (then nothing is counted): the caller clears the mirror.
+   */
+  private boolean track(long group, long[] hashes) {
     LongLongMap copies = trackedCopies.get(group);
-    boolean tooManyGroups = copies == null && trackedCopies.size() >= MAX_GROUPS;
-    if (!tooManyGroups) {
-      if (copies == null) {
-        copies = new LongLongMap();
-        trackedCopies.put(group, copies);
-      }
-      for (long h : hashes) {
-        long n = copies.get(h);
-        copies.put(h, n == LongLongMap.ABSENT ? 1 : n + 1);
-      }
-      trackedTotal += hashes.length;
+    if (copies == null && trackedCopies.size() >= MAX_GROUPS) {
+      return false;
     }
-    if (tooManyGroups || trackedTotal > MAX_TRACKED_COPIES) {
-      trackingOverflows++;
-      if (logNow(trackingOverflows)) {
-        LOG.warn("over {} block copies, or copies of over {} KV-cache groups, tracked for "
-            + "groups of unknown kind: the engine stores blocks whose removals do not arrive; "
-            + "clearing the mirror of the engine's cache ({} times so far)", MAX_TRACKED_COPIES,
-            MAX_GROUPS, trackingOverflows);
-      }
-      forgetCopies();
-      listener.onAllCleared();
+    if (copies == null) {
+      copies = new LongLongMap();
+      trackedCopies.put(group, copies);
     }
+    for (long h : hashes) {
+      long n = copies.get(h);
+      copies.put(h, n == LongLongMap.ABSENT ? 1 : n + 1);
+    }
+    trackedTotal += hashes.length;
+    return trackedTotal <= MAX_TRACKED_COPIES;
+  }
+
+  /**
+   * How many of {@code hashes}, from the first on, {@code holder} holds already: a chain
+   * start naming them announces them again (vLLM does, for the blocks a request found, in its
+   * full report mode).
+   */
+  private int reannounced(Holder holder, long[] hashes) {
+    LongLongMap copies = heldCopies.get(holder);
+    int n = 0;
+    while (copies != null && n < hashes.length && copies.get(hashes[n]) != LongLongMap.ABSENT) {
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Counts a copy of each of {@code hashes} as held by {@code holder}, passed to the listener;
+   * of a chain start ({@code chainStart}), one the holder holds already is taken as announced
+   * again, not counted (it continues a block the holder did not hold, so the listener, which
+   * did not hold that block either, took it as new). False if the copies passed {@link
+   * #MAX_TRACKED_COPIES}, or the holder would be one past {@link #MAX_GROUPS} (then nothing is
+   * counted): the caller clears the mirror.
+   */
+  private boolean hold(Holder holder, long[] hashes, boolean chainStart) {
+    LongLongMap copies = heldCopies.get(holder);
+    if (copies == null && heldCopies.size() >= MAX_GROUPS) {
+      return false;
+    }
+    if (copies == null) {
+      copies = new LongLongMap();
+      heldCopies.put(holder, copies);
+    }
+    for (long h : hashes) {
+      long n = copies.get(h);
+      if (n == LongLongMap.ABSENT) {
+        copies.put(h, 1);
+      } else if (!chainStart) {
+        copies.put(h, n + 1);
+      } else {
+        continue;
+      }
+      heldTotal++;
+    }
+    return heldTotal <= MAX_TRACKED_COPIES;
+  }
+
+  /**
+   * Takes one copy of each of {@code hashes} off {@code holder}'s count. Returns those that had
+   * one, in order, if {@code onlyHeld}; else all of {@code hashes}.
+   */
+  private long[] release(Holder holder, long[] hashes, boolean onlyHeld) {
+    LongLongMap copies = heldCopies.get(holder);
+    long[] held = new long[hashes.length];
+    int n = 0;
+    for (long h : hashes) {
+      long c = copies == null ? LongLongMap.ABSENT : copies.get(h);
+      if (c == LongLongMap.ABSENT) {
+        continue;
+      }
+      if (c == 1) {
+        copies.remove(h);
+      } else {
+        copies.put(h, c - 1);
+      }
+      heldTotal--;
+      held[n++] = h;
+    }
+    if (copies != null && copies.size() == 0) {
+      heldCopies.remove(holder);
+    }
+    if (!onlyHeld || n == hashes.length) {
+      return hashes;
+    }
+    return Arrays.copyOf(held, n);
+  }
+
+  /** The copies counted passed their bounds: counted, logged, and the mirror is cleared. */
+  private void trackingOverflow() {
+    trackingOverflows++;
+    if (logNow(trackingOverflows)) {
+      LOG.warn("over {} block copies, or copies of over {} KV-cache groups, counted: the "
+          + "engine stores blocks whose removals do not arrive; clearing the mirror of the "
+          + "engine's cache ({} times so far)", MAX_TRACKED_COPIES, MAX_GROUPS,
+          trackingOverflows);
+    }
+    forgetCopies();
+    listener.onAllCleared();
   }
 
   /**
@@ -722,8 +871,15 @@ public final class VllmKvEventReceiver implements KvEventSink {
     return mirroredMedia.size() + tokenlessMedia.size();
   }
 
-  /** Forgets the tracked copies: the mirror is being cleared. */
+  /** Holders of copies counted now (for tests: at most {@link #MAX_GROUPS}). */
+  int holders() {
+    return heldCopies.size();
+  }
+
+  /** Forgets the tracked and held copies: the mirror is being cleared. */
   private void forgetCopies() {
+    heldCopies.clear();
+    heldTotal = 0;
     trackedCopies.clear();
     trackedTotal = 0;
   }

@@ -27,8 +27,11 @@ import net.jqwik.api.statistics.Statistics;
  * the tree must hold exactly the blocks of a naive model: a block is held when it was stored
  * continuing a held block (or starting a chain) and not removed since, as often as it was
  * stored, and goes with the blocks continuing it; a group of unknown kind removes only copies
- * its own stores added; a lost message or a restart clears. The receiver must keep nothing for
- * copies that are gone: the groups it tracks are exactly the model's groups with copies left.
+ * its own stores added; a chain start of a group names again, from its first block on, blocks
+ * that group's stores gave and its removals did not take back: those are not given again (vLLM
+ * announces the blocks a request found so, in its full report mode); a lost message or a
+ * restart clears. The receiver must keep nothing for copies that are gone: the groups it tracks
+ * are exactly the model's groups with copies left.
  */
 class VllmKvEventMirrorProperties {
 
@@ -86,8 +89,13 @@ class VllmKvEventMirrorProperties {
   }
 
   static List<Integer> extend(List<Integer> path, List<Integer> blocks, int block) {
+    return extend(path, blocks, block, block + 1);
+  }
+
+  /** {@code path} continued by blocks {@code from} (inclusive) to {@code to} of {@code blocks}. */
+  static List<Integer> extend(List<Integer> path, List<Integer> blocks, int from, int to) {
     List<Integer> p = new ArrayList<>(path);
-    p.addAll(blocks.subList(block * B, (block + 1) * B));
+    p.addAll(blocks.subList(from * B, to * B));
     return List.copyOf(p);
   }
 
@@ -134,10 +142,16 @@ class VllmKvEventMirrorProperties {
     final Map<List<Integer>, Integer> held = new HashMap<>();
     /** Per group of unknown kind, the copies its stores added, per path. */
     final Map<Integer, Map<List<Integer>, Integer>> tracked = new HashMap<>();
+    /**
+     * Per group, the copies of each path it gave and did not take back (a chain start naming
+     * one again gives none).
+     */
+    final Map<Integer, Map<List<Integer>, Integer>> given = new HashMap<>();
 
     void clear() {
       held.clear();
       tracked.clear();
+      given.clear();
     }
 
     void apply(Event e) {
@@ -145,15 +159,30 @@ class VllmKvEventMirrorProperties {
         case 0 -> {
           int n = e.blocks().size() / B;
           List<Integer> p = e.parent();
+          boolean chainStart = p.isEmpty();
+          Map<List<Integer>, Integer> mine = e.group() < 0 ? null
+              : given.computeIfAbsent(e.group(), g -> new HashMap<>());
+          int from = 0;
+          while (chainStart && mine != null && from < n
+              && mine.containsKey(extend(p, e.blocks(), 0, from + 1))) {
+            from++; // named again
+          }
+          p = extend(p, e.blocks(), 0, from);
           boolean parentHeld = p.isEmpty() || held.containsKey(p);
-          for (int i = 0; i < n; i++) {
+          for (int i = from; i < n; i++) {
             p = extend(p, e.blocks(), i);
             if (parentHeld) {
               held.merge(p, 1, Integer::sum);
             }
             if (e.group() >= 0) {
               tracked.computeIfAbsent(e.group(), g -> new HashMap<>()).merge(p, 1, Integer::sum);
+              if (!chainStart || !mine.containsKey(p)) {
+                mine.merge(p, 1, Integer::sum);
+              }
             }
+          }
+          if (mine != null && mine.isEmpty()) {
+            given.remove(e.group());
           }
         }
         case 1 -> {
@@ -175,6 +204,13 @@ class VllmKvEventMirrorProperties {
             }
             if (mine.isEmpty()) {
               tracked.remove(e.group());
+            }
+            Map<List<Integer>, Integer> gave = given.getOrDefault(e.group(), new HashMap<>());
+            for (List<Integer> r : applied) {
+              gave.computeIfPresent(r, (k, c) -> c == 1 ? null : c - 1);
+            }
+            if (gave.isEmpty()) {
+              given.remove(e.group());
             }
           }
           for (List<Integer> r : applied) {
@@ -233,12 +269,15 @@ class VllmKvEventMirrorProperties {
       VllmKvEventTreeTest.assertHolds(tree, model.held.keySet());
       assertEquals(model.tracked.size(), receiver.trackedGroups(),
           "groups with copies tracked: " + model.tracked);
+      assertEquals(model.given.size(), receiver.holders(),
+          "groups with copies given: " + model.given);
     }
     assertEquals(0, receiver.stats().malformedBatches());
     int heldBefore = model.held.size();
     // a clear leaves nothing behind, in the receiver or in the tree
     receiver.onMessage(seq, Batches.batch(Batches.cleared()));
     assertEquals(0, receiver.trackedGroups());
+    assertEquals(0, receiver.holders());
     assertEquals(0, tree.sizeTokens());
     Statistics.label("unknown parents").collect(Math.min(unknownParents, 3));
     Statistics.label("blocks held before the last clear").collect(Math.min(heldBefore, 5));
