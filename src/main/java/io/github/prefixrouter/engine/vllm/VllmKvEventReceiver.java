@@ -719,18 +719,27 @@ public final class VllmKvEventReceiver implements KvEventSink {
   }
 
   /**
+   * The copy counts of {@code key} in {@code counts}, made if it has none; null if it has none
+   * and {@code counts} has {@link #MAX_GROUPS} keys already.
+   */
+  private static <K> LongLongMap copiesOf(Map<K, LongLongMap> counts, K key) {
+    LongLongMap copies = counts.get(key);
+    if (copies == null && counts.size() < MAX_GROUPS) {
+      copies = new LongLongMap();
+      counts.put(key, copies);
+    }
+    return copies;
+  }
+
+  /**
    * Counts a copy of each of {@code hashes} as added by {@code group}'s stores; false if that
    * passed {@link #MAX_TRACKED_COPIES}, or the group would be one past {@link #MAX_GROUPS}
    * (then nothing is counted): the caller clears the mirror.
    */
   private boolean track(long group, long[] hashes) {
-    LongLongMap copies = trackedCopies.get(group);
-    if (copies == null && trackedCopies.size() >= MAX_GROUPS) {
-      return false;
-    }
+    LongLongMap copies = copiesOf(trackedCopies, group);
     if (copies == null) {
-      copies = new LongLongMap();
-      trackedCopies.put(group, copies);
+      return false;
     }
     for (long h : hashes) {
       long n = copies.get(h);
@@ -763,13 +772,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
    * counted): the caller clears the mirror.
    */
   private boolean hold(Holder holder, long[] hashes, boolean chainStart) {
-    LongLongMap copies = heldCopies.get(holder);
-    if (copies == null && heldCopies.size() >= MAX_GROUPS) {
-      return false;
-    }
+    LongLongMap copies = copiesOf(heldCopies, holder);
     if (copies == null) {
-      copies = new LongLongMap();
-      heldCopies.put(holder, copies);
+      return false;
     }
     for (long h : hashes) {
       long n = copies.get(h);
