@@ -52,7 +52,7 @@ import java.util.function.Supplier;
  *       trip, learned from answered forwards ({@link PeerHealth.PeerState#overheadNanos}; never
  *       below the configured {@code forwardOverhead}). Decode is the same everywhere and left
  *       out.
- *   <li>Cost-aware: forward to the cheapest eligible peer only if it beats local by
+ *   <li>Cost-aware: forward to the cheapest eligible peer only if it beats local by more than
  *       {@code max(ratio × local, min)}; so when the round trip exceeds the prefill it saves,
  *       the request stays local by itself.
  *   <li>Longest-prefix (the source design): the eligible peer with the longest raw estimated

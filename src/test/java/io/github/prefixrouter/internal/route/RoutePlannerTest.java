@@ -675,4 +675,25 @@ class RoutePlannerTest {
       assertEquals(320 * MS, d.candidates().get(0).costNanos());
     }
   }
+
+  @Test
+  void aPeerThatSavesExactlyTheMarginDoesNotGetTheRequest() {
+    // 100 us a token, a margin of 1 ms and no ratio: local costs 64 ms; the peer holds 128 of
+    // the 640 tokens behind an 11.6 ms round trip and the 0.2 ms overhead, so it costs 63 ms,
+    // exactly the margin less. It must beat local by more than the margin: the request stays;
+    // a nanosecond less of round trip and it goes
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000)
+        .forwardMargin(0.0, Duration.ofMillis(1)).coldPlacement(false).localCaching(false)
+        .build();
+    int[] t = tokens(12, 640);
+    ScriptedView v = new ScriptedView().peer("p", 11_600_000L).holds("p", t, 128);
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(64 * MS, d.candidates().get(0).costNanos(), d.toString());
+    assertEquals(63 * MS, d.candidates().get(1).costNanos(), d.toString());
+    assertEquals(Reason.MARGIN_NOT_MET, d.reason(), d.toString());
+    assertTrue(d.isLocal(), d.toString());
+    v.rtt.put("p", 11_600_000L - 1);
+    RouteDecision faster = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(Reason.PEER_CHEAPER, faster.reason(), faster.toString());
+  }
 }
