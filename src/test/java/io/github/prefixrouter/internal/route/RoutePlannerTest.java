@@ -696,4 +696,33 @@ class RoutePlannerTest {
     RouteDecision faster = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
     assertEquals(Reason.PEER_CHEAPER, faster.reason(), faster.toString());
   }
+
+  @Test
+  void theLoadBoundCountsTheNewRequestAndRoundsUp() {
+    // three peers and this node (load 0): with the peers' loads summing to 9 the bound is
+    // ceil(1.25 x (9 + 1) / 4) = ceil(3.125) = 4 requests, the new one included. The
+    // rendezvous winner keeps a cold prompt at load 3 (3 + 1 = 4) and loses it at load 4
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(7, 64);
+    ScriptedView v = new ScriptedView().peer("a", MS).peer("b", MS).peer("c", MS);
+    String winner = planner(cfg, "me", v, 0, new PeerHealth()).decide(t).targetNodeId();
+    assertTrue(!winner.equals("me"), "seed 7 places the prompt on a peer");
+    List<String> others = new ArrayList<>(List.of("a", "b", "c"));
+    others.remove(winner);
+    // running requests (no queue) make the load without changing the costs
+    v.inFlight.put(winner, 3);
+    v.inFlight.put(others.get(0), 3);
+    v.inFlight.put(others.get(1), 3);
+    RouteDecision atBound = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(Reason.COLD_PLACEMENT, atBound.reason(), atBound.toString());
+    assertEquals(winner, atBound.targetNodeId(), "load 3, bound 4: " + atBound);
+    v.inFlight.put(winner, 4);
+    v.inFlight.put(others.get(1), 2);
+    RouteDecision beyond = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(Reason.COLD_PLACEMENT, beyond.reason(), beyond.toString());
+    assertTrue(!beyond.targetNodeId().equals(winner), "load 4, bound 4: " + beyond);
+    assertEquals(4, Rendezvous.capacity(1.25, 9, 4));
+    assertEquals(2, Rendezvous.capacity(1.25, 4, 4)); // ceil(1.5625)
+    assertEquals(1, Rendezvous.capacity(1.0, 3, 4)); // exactly the mean: nothing to round up
+  }
 }
