@@ -725,4 +725,24 @@ class RoutePlannerTest {
     assertEquals(2, Rendezvous.capacity(1.25, 4, 4)); // ceil(1.5625)
     assertEquals(1, Rendezvous.capacity(1.0, 3, 4)); // exactly the mean: nothing to round up
   }
+
+  @Test
+  void anAvoidedEngineSendsTheRequestToThePeerThePolicyRanksFirst() {
+    // "near" holds half the prompt 1 ms away, "far" all of it 1 s away: the cheapest peer is
+    // near, the longest match far. With the local engine avoided, the cost-aware policy sends
+    // the request to near and the longest-prefix policy to far
+    int[] t = tokens(13, 640);
+    ScriptedView v = new ScriptedView().peer("near", MS).peer("far", 1_000 * MS)
+        .holds("near", t, 320).holds("far", t, 640);
+    for (RoutingPolicy policy : List.of(RoutingPolicy.COST_AWARE, RoutingPolicy.LONGEST_PREFIX)) {
+      RouterConfig cfg = RouterConfig.builder().policy(policy)
+          .initialPrefillNanosPerToken(100_000).build();
+      RoutePlanner p = planner(cfg, "me", v, 640, new PeerHealth());
+      p.avoidLocalWhen(now -> Reason.LOCAL_ENGINE_STALLED);
+      RouteDecision d = p.decide(t);
+      assertEquals(Reason.LOCAL_ENGINE_STALLED, d.reason(), d.toString());
+      assertEquals(policy == RoutingPolicy.COST_AWARE ? "near" : "far", d.targetNodeId(),
+          policy + ": " + d);
+    }
+  }
 }
