@@ -222,6 +222,30 @@ class LocalFailureTest {
     assertEquals(0, solo.c.node("n0").stats().fallbacks().get(FallbackCause.LOCAL_FAILED));
   }
 
+  @Test
+  void aRequestItsLocalEngineFailedIsNotRunThereAgainOnceItsForwardsAreUsedUp() {
+    // three peers, all busy: the local engine's failure sends the request to each in turn, and
+    // the third forward's push-back uses up its forwards; the local engine, which failed it
+    // already, is not asked again (a request runs here at most once): the request fails with
+    // the local engine's failure
+    Cluster k = new Cluster(4, config(RoutingPolicy.COST_AWARE).build());
+    for (int i = 0; i < 4; i++) {
+      k.engine(i).fault = Fault.BUSY;
+    }
+
+    Throwable t = failure(k.submit("n0", request("q", prompt(5, 200))));
+
+    assertInstanceOf(EngineBusyException.class, t.getCause(), "busy everywhere: " + t);
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(3, s.fallbacks().get(FallbackCause.BUSY), s.fallbacks().toString());
+    for (int i = 1; i < 4; i++) {
+      assertEquals(1, k.engine(i).calls.get(), "n" + i + "'s engine");
+    }
+    assertEquals(1, k.engine(0).calls.get(), "the local engine ran the request again");
+    assertEquals(1, s.failed());
+    assertCounters(s);
+  }
+
   @ParameterizedTest
   @EnumSource(value = Fault.class,
       names = {"TOO_MANY_TOKENS", "NEGATIVE_TOKEN", "FEWER_PROMPT_TOKENS", "FAR_MORE_PROMPT_TOKENS"})
