@@ -4,6 +4,7 @@ import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouterConfig;
+import io.github.prefixrouter.internal.tree.BlockHasher;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.InferenceEngine;
@@ -31,7 +32,9 @@ import java.util.function.UnaryOperator;
  * test failing here is a routing bug, not a dissemination one.
  *
  * <p>The oracle learns the prompt being routed through the chain hasher (which the planner calls
- * right before asking the view), via a thread-local; everything runs on the test thread.
+ * right before asking the view), via a thread-local; everything runs on the test thread. The
+ * hasher still computes the prompt's chain, which the planner uses beyond the view (the cold
+ * placement of a prompt, local-caching demand per prompt head).
  */
 final class OracleCluster {
 
@@ -80,6 +83,7 @@ final class OracleCluster {
     UnaryOperator<Transport> transportWrap = hooks.transportWrap;
     this.config = config;
     this.net = new InMemoryNetwork(sim, seed);
+    BlockHasher blockHasher = new BlockHasher(config.blockSize(), config.hashSalt());
     for (int i = 0; i < n; i++) {
       String id = "n" + i;
       SimulatedEngine e = engineTweak.apply(engineDefaults(sim)).build();
@@ -93,9 +97,11 @@ final class OracleCluster {
       engineSpis.put(id, spi);
       transports.put(id, t);
       LocalPrefixIndex local = EngineCacheIndex.of(e);
+      // the prompt's real chain: the planner places cold prompts by its first block and counts
+      // local-caching demand by its head, and reads whatever the array holds if nothing is written
       ChainHasher hasher = (tokens, length, out) -> {
         routing.set(tokens);
-        return length / config.blockSize();
+        return blockHasher.chain(tokens, length, out);
       };
       RouterNode node = new RouterNode(id, config, t, spi, hooks.clockWrap.apply(sim), sim,
           new SplittableRandom(seed + i), List.of(),
