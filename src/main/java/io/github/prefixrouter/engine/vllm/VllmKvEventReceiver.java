@@ -796,10 +796,26 @@ public final class VllmKvEventReceiver implements KvEventSink {
    */
   private long[] release(Holder holder, long[] hashes, boolean onlyHeld) {
     LongLongMap copies = heldCopies.get(holder);
-    long[] held = new long[hashes.length];
+    if (copies == null) {
+      return onlyHeld ? new long[0] : hashes;
+    }
+    long[] held = takeOneCopyEach(copies, hashes);
+    heldTotal -= held.length;
+    if (copies.size() == 0) {
+      heldCopies.remove(holder);
+    }
+    return onlyHeld ? held : hashes;
+  }
+
+  /**
+   * Takes one copy of each of {@code hashes} off {@code copies}; returns those that had one,
+   * in order ({@code hashes} itself if all had).
+   */
+  private static long[] takeOneCopyEach(LongLongMap copies, long[] hashes) {
+    long[] taken = new long[hashes.length];
     int n = 0;
     for (long h : hashes) {
-      long c = copies == null ? LongLongMap.ABSENT : copies.get(h);
+      long c = copies.get(h);
       if (c == LongLongMap.ABSENT) {
         continue;
       }
@@ -808,16 +824,9 @@ public final class VllmKvEventReceiver implements KvEventSink {
       } else {
         copies.put(h, c - 1);
       }
-      heldTotal--;
-      held[n++] = h;
+      taken[n++] = h;
     }
-    if (copies != null && copies.size() == 0) {
-      heldCopies.remove(holder);
-    }
-    if (!onlyHeld || n == hashes.length) {
-      return hashes;
-    }
-    return Arrays.copyOf(held, n);
+    return n == hashes.length ? hashes : Arrays.copyOf(taken, n);
   }
 
   /** The copies counted passed their bounds: counted, logged, and the mirror is cleared. */
@@ -842,28 +851,15 @@ public final class VllmKvEventReceiver implements KvEventSink {
     if (copies == null) {
       return new long[0];
     }
-    long[] applied = new long[hashes.length];
-    int n = 0;
-    for (long h : hashes) {
-      long c = copies.get(h);
-      if (c == LongLongMap.ABSENT) {
-        continue;
-      }
-      if (c == 1) {
-        copies.remove(h);
-      } else {
-        copies.put(h, c - 1);
-      }
-      applied[n++] = h;
-    }
-    trackedTotal -= n;
+    long[] applied = takeOneCopyEach(copies, hashes);
+    trackedTotal -= applied.length;
     String kind = groupKinds.get(group);
     if (copies.size() == 0 && (kind == null || !PREFIX_KINDS.contains(kind))) {
       // a group of unknown kind is tracked whether listed or not; one whose kind became known
       // stays listed, so that it is tracked until the mirror is next cleared
       trackedCopies.remove(group);
     }
-    return n == hashes.length ? applied : Arrays.copyOf(applied, n);
+    return applied;
   }
 
   /** Groups whose copies are tracked now (for tests: at most {@link #MAX_GROUPS}). */
