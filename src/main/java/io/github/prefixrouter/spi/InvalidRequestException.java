@@ -12,7 +12,9 @@ package io.github.prefixrouter.spi;
  * except 408 and 429 (a timeout and overload, retryable), 401 and 403 (the server refuses
  * the node's credentials, not the request), 405 and a 404 other than an unknown LoRA adapter's
  * (no completions endpoint at the adapter's URL, or a base model name the server does not
- * serve: this node's setting, not the request).
+ * serve: this node's setting, not the request), and an error with such a code that the server
+ * reports in a stream before any output (how SGLang's scheduler refuses a prompt longer than it
+ * allows once the stream has begun).
  */
 public class InvalidRequestException extends EngineException {
 

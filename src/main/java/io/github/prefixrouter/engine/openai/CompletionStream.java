@@ -10,6 +10,7 @@ import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import io.github.prefixrouter.spi.InvalidRequestException;
 import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.List;
@@ -38,7 +39,10 @@ import org.slf4j.LoggerFactory;
  * Any of these is a retryable {@link EngineException}: an {@code error} event, a chunk with an
  * {@code error} member or {@code "object": "error"} (how vLLM reports a failure once the stream
  * has begun; with the code 429 or 503, {@code error.code} or {@code code}, and before any output,
- * an {@link EngineBusyException}: the server is overloaded and ran none of the request), a
+ * an {@link EngineBusyException}: the server is overloaded and ran none of the request; with
+ * another 4xx code but 401, 403, 404, 405 and 408, and before any output, an
+ * {@link InvalidRequestException}, not retryable: the server refuses the request itself, as
+ * SGLang's scheduler does a prompt longer than it allows, once the stream has begun), a
  * {@code finish_reason} of {@code abort} or {@code error}, token ids past the request's
  * {@code maxTokens} or a negative one (that chunk gives no piece), a chunk that is not
  * strict JSON of that shape (or that would take more heap parsed than
@@ -422,9 +426,12 @@ final class CompletionStream {
   }
 
   /**
-   * The failure of an error event or chunk: an {@link EngineBusyException} when its code is 429
-   * or 503 (the server is overloaded) and no output has come yet, as the same status before the
-   * stream; else a retryable {@link EngineException}.
+   * The failure of an error event or chunk, before any output as the same status before the
+   * stream: an {@link EngineBusyException} when its code is 429 or 503 (the server is
+   * overloaded), an {@link InvalidRequestException} when it is another 4xx but 401, 403, 404,
+   * 405 and 408 (the server refuses the request itself: SGLang's scheduler refuses a prompt
+   * longer than it allows once the stream has begun, with the code 400); else, and once output
+   * has come (the server ran the request), a retryable {@link EngineException}.
    */
   private EngineException serverError(String what, String data) {
     // its parse takes its heap from the share too (a parse it cannot get is the budget's refusal)
@@ -433,9 +440,15 @@ final class CompletionStream {
       String message = what + ": " + errorMessage(data, root, apiKey);
       if (tokenCount == 0 && text.length() == 0) {
         Object code = errorCode(root);
-        if (code != null) {
+        long status = wholeCode(code);
+        if (status == 429 || status == 503) {
           return new EngineBusyException("request " + request.id() + ": " + message + " (code "
               + code + ": the server is overloaded)");
+        }
+        if (status >= 400 && status < 500 && status != 401 && status != 403 && status != 404
+            && status != 405 && status != 408) {
+          return new InvalidRequestException("request " + request.id() + ": " + message
+              + " (code " + code + ": the server refuses the request)");
         }
       }
       return failure(message, null);
@@ -485,25 +498,30 @@ final class CompletionStream {
     }
   }
 
-  /**
-   * The code 429 or 503 of an error event or chunk ({@code error.code} or {@code code}), or null.
-   * The code may be a JSON integer, a JSON number with a fraction or an exponent whose value is
-   * whole ({@code 503.0}, {@code 4.29e2}: the parse gives a {@link Double}, which was not taken
-   * for an overload), or a string of the integer ({@code "429"}); a value that is not whole
-   * ({@code 503.5}) is no overload.
-   */
+  /** The code of an error event or chunk ({@code error.code} or {@code code}), or null. */
   private static Object errorCode(Object root) {
     Object code = Json.path(root, "error", "code");
-    if (code == null) {
-      code = Json.path(root, "code");
+    return code != null ? code : Json.path(root, "code");
+  }
+
+  /**
+   * An error's {@code code} as a status, or -1. The code may be a JSON integer, a JSON number
+   * with a fraction or an exponent whose value is whole ({@code 503.0}, {@code 4.29e2}: the
+   * parse gives a {@link Double}, which was not taken for an overload), or a string of three
+   * digits ({@code "429"}); a value that is not whole ({@code 503.5}) is none.
+   */
+  private static long wholeCode(Object code) {
+    if (code instanceof Long l) {
+      return l;
     }
-    for (long overloaded : new long[] {429, 503}) {
-      if (Long.valueOf(overloaded).equals(code) || String.valueOf(overloaded).equals(code)
-          || code instanceof Double d && d == overloaded) {
-        return code;
-      }
+    if (code instanceof Double d && d == Math.rint(d) && Math.abs(d) < 1e9) {
+      return d.longValue();
     }
-    return null;
+    if (code instanceof String s && s.length() == 3
+        && s.chars().allMatch(c -> c >= '0' && c <= '9')) {
+      return Long.parseLong(s);
+    }
+    return -1;
   }
 
   private EngineException failure(String what, Throwable cause) {

@@ -148,7 +148,10 @@ import org.slf4j.LoggerFactory;
  * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
  * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun; one
  * whose code is 429 or 503, before any output, is an {@link EngineBusyException}, as that
- * status before the stream), a
+ * status before the stream, and one whose code is another 4xx that is the request's fault
+ * before the stream, as above, is before any output an {@link InvalidRequestException}, not
+ * retryable: SGLang's scheduler refuses a prompt longer than it allows once the stream has
+ * begun, with the code 400), a
  * {@code finish_reason} of {@code abort} or {@code error}, more token ids than
  * {@code max_tokens} or a negative one (the request fails at that chunk, which is not streamed,
  * and its connection is closed), a malformed chunk (one that would take more heap once parsed

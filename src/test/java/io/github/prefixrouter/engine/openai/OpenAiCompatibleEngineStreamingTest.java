@@ -317,6 +317,45 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aRequestRefusedInTheStreamBeforeAnyOutputIsInvalidAsTheSameStatusBeforeIt() {
+    // SGLang's scheduler refuses a prompt longer than it allows once the stream has begun: an
+    // error with the code 400 in the stream, where the same request not streamed is answered
+    // HTTP 400. It was a retryable failure: tried on every peer, each refusing it alike, counted
+    // as failures of the engine, and the client got a 502
+    String[] refusals = {
+        "data: {\"error\":{\"message\":\"Input length (9000 tokens) exceeds the maximum "
+            + "allowed length (4095 tokens).\",\"type\":\"BadRequestError\",\"code\":400}}\n\n"
+            + "data: [DONE]\n\n",
+        "data: {\"object\":\"error\",\"message\":\"Token id 99999 is out of vocabulary\","
+            + "\"type\":\"BadRequestError\",\"param\":null,\"code\":400}\n\ndata: [DONE]\n\n",
+        "event: error\ndata: {\"error\":{\"message\":\"bad stop\",\"code\":\"422\"}}\n\n",
+        "data: {\"error\":{\"message\":\"too large\",\"code\":413.0}}\n\ndata: [DONE]\n\n",
+    };
+    for (String refusal : refusals) {
+      for (boolean afterOutput : new boolean[] {false, true}) {
+        server.behaviour.set((ex, body) -> {
+          OutputStream out = startStream(ex);
+          send(out, (afterOutput ? chunk("a", "[1]", null) : ": ping\n\n") + refusal);
+        });
+        EngineException e = failure(new Pieces().run(builder().build(), request()));
+        // once output was streamed, the server did run the request: a failure of it
+        assertEquals(!afterOutput, e instanceof InvalidRequestException, afterOutput + " " + e);
+        assertEquals(afterOutput, e.retryable(), afterOutput + " " + refusal);
+        String said = refusal.replaceAll("(?s).*\"message\":\"([^\"]*)\".*", "$1").strip();
+        assertTrue(e.getMessage().contains(said), said + " in " + e.getMessage());
+      }
+    }
+    // the codes that are not the request's fault before the stream stay retryable in it
+    for (String code : new String[] {"401", "403", "404", "405", "408", "500", "400.5"}) {
+      server.behaviour.set((ex, body) -> send(startStream(ex),
+          "data: {\"error\":{\"message\":\"no\",\"code\":" + code + "}}\n\ndata: [DONE]\n\n"));
+      EngineException e = failure(new Pieces().run(builder().build(), request()));
+      assertTrue(e.retryable(), code);
+      assertFalse(e instanceof InvalidRequestException, code + ": " + e);
+    }
+  }
+
+  @Test
   void whatAServerStreamsAfterTheFinishReasonIsNotTheOutput() throws Exception {
     // a piece sent after the chunk with the finish_reason was appended to the answer and
     // streamed: the output went past the end the server itself gave it
