@@ -26,7 +26,9 @@ import org.slf4j.LoggerFactory;
  * request's {@link OutputListener} and, at the end, its {@link EngineResult}.
  *
  * <p>Each event's data (of an event without a type, or of type {@code message}; other named
- * events, but {@code error}, are ignored) is a JSON chunk; of its {@code choices[0]} (its
+ * events, but {@code error}, are ignored; an {@code error:} line, llama.cpp's, is an
+ * {@code error} event's data, {@link ServerSentEvents}) is a JSON chunk; of its
+ * {@code choices[0]} (its
  * choice of index 0, if it has one) it takes {@code text} (the text since the previous chunk),
  * {@code token_ids} (their token ids, sent by vLLM with {@code return_token_ids}) and
  * {@code finish_reason} (the choice of the first chunk that gives one, a non-empty string, is

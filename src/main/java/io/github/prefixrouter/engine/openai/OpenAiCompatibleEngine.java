@@ -145,8 +145,9 @@ import org.slf4j.LoggerFactory;
  * usage chunk), and is complete at
  * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
  * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
- * HTTP status of the answer maps as above), and, all retryable: an {@code error} event or a
- * chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun; one
+ * HTTP status of the answer maps as above), and, all retryable: an {@code error} event (an
+ * {@code error:} line too, as llama.cpp's server reported a failure once its stream had begun)
+ * or a chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun; one
  * whose code is 429 or 503, before any output, is an {@link EngineBusyException}, as that
  * status before the stream, and one whose code is another 4xx that is the request's fault
  * before the stream, as above, is before any output an {@link InvalidRequestException}, not

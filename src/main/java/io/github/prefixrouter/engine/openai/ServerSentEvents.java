@@ -16,7 +16,11 @@ import java.util.Arrays;
  * starting with {@code :} is a comment; {@code field:value} sets a field (one space after the
  * colon is dropped; a line without a colon is a field with an empty value). {@code data} lines
  * append to the event's data, joined by LF; {@code event} sets its type; {@code id},
- * {@code retry} and unknown fields are ignored. An empty line dispatches the event, if it has
+ * {@code retry} and unknown fields are ignored, but for {@code error}, which the standard does
+ * not know: an {@code error} line appends to the data as a {@code data} line does, and makes the
+ * event's type {@code error} (llama.cpp's server reported a failure once its stream had begun
+ * with an {@code error: {...}} line, then {@code data: [DONE]}; ignored, the failure went
+ * unseen). An empty line dispatches the event, if it has
  * data. An event not ended by an empty line when the stream ends is not dispatched. A UTF-8 byte
  * order mark opening the stream is skipped. A handler that has read the stream's last event calls
  * {@link #stop()}: the parser then reads no further, not even the rest of the bytes it was
@@ -266,7 +270,10 @@ final class ServerSentEvents {
       value = s.substring(from);
     }
     switch (field) {
-      case "data" -> {
+      case "data", "error" -> {
+        if (field.equals("error")) {
+          type = "error"; // llama.cpp's line for a failure once its stream has begun
+        }
         dataBytes += bytes + 1L;
         if (dataBytes > maxEventBytes + 1L) {
           throw new MalformedStreamException("an event of the stream holds more than "

@@ -356,6 +356,29 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void llamaCppsErrorLineFailsTheStreamWithTheServersMessage() {
+    // llama.cpp's server (before it sent its errors as data chunks) reported a failure once its
+    // stream had begun as an "error:" line, then "data: [DONE]". The line was ignored as an
+    // unknown field: the output before it completed the request as if it were whole, and a
+    // refusal before any output failed as a stream without choice 0, the server's words lost
+    server.behaviour.set((ex, body) -> send(startStream(ex), chunk("a", "[1]", null)
+        + "error: {\"code\":500,\"message\":\"Compute error.\",\"type\":\"server_error\"}\n\n"
+        + "data: [DONE]\n\n"));
+    Pieces pieces = new Pieces();
+    EngineException e = failure(pieces.run(builder().build(), request()));
+    assertTrue(e.retryable(), e.toString());
+    assertTrue(e.getMessage().contains("Compute error."), e.getMessage());
+    assertEquals(List.of("a"), pieces.texts, "the output before the error was streamed");
+    server.behaviour.set((ex, body) -> send(startStream(ex), "error: {\"code\":400,\"message\":"
+        + "\"the request exceeds the available context size, try increasing it\",\"type\":"
+        + "\"exceed_context_size_error\",\"n_prompt_tokens\":9000,\"n_ctx\":4096}\n\n"
+        + "data: [DONE]\n\n"));
+    e = failure(new Pieces().run(builder().build(), request()));
+    assertInstanceOf(InvalidRequestException.class, e, e.toString());
+    assertTrue(e.getMessage().contains("exceeds the available context size"), e.getMessage());
+  }
+
+  @Test
   void whatAServerStreamsAfterTheFinishReasonIsNotTheOutput() throws Exception {
     // a piece sent after the chunk with the finish_reason was appended to the answer and
     // streamed: the output went past the end the server itself gave it

@@ -51,6 +51,16 @@ class ServerSentEventsTest {
     assertEquals(List.of("error|boom", "message|ok"), parse("event: error\ndata: boom\n\ndata: ok\n\n"));
   }
 
+  /**
+   * llama.cpp's server reported a failure once its stream had begun as an {@code error:} line
+   * (then {@code data: [DONE]}): a field the standard ignores, so the failure went unseen.
+   */
+  @Test
+  void anErrorLineIsTheDataOfAnErrorEvent() {
+    assertEquals(List.of("error|{\"code\":500}", "message|[DONE]"),
+        parse("error: {\"code\":500}\n\ndata: [DONE]\n\n"));
+  }
+
   @Test
   void crLfAndCrLfEndLinesAlikeAndAByteOrderMarkIsSkipped() {
     assertEquals(List.of("message|a", "message|b", "message|c"),
