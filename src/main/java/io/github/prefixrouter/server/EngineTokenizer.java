@@ -44,8 +44,11 @@ import org.slf4j.LoggerFactory;
  *       template adds its own special tokens). {@code model} is the client's (a LoRA adapter's
  *       name is accepted by vLLM and tokenizes as its base model), omitted when empty.
  *   <li>The answer must be a JSON object with {@code tokens}, an array of non-negative ids (at
- *       least one); {@code count}, when present, must be their number, and {@code max_model_len},
- *       when present, a positive integer (the model's context length).
+ *       least one: none are the request's fault for a text prompt of white space at most, and
+ *       the tokenizer's for any other prompt or conversation, which has tokens: the endpoint did
+ *       not read it, as llama.cpp's {@code /tokenize}, which reads {@code content}, does not);
+ *       {@code count}, when present, must be their number, and {@code max_model_len}, when
+ *       present, a positive integer (the model's context length).
  *   <li>Failures: a 4xx answer other than 401, 403, 405, 408, 429 and a 404 that is not in
  *       OpenAI's error shape naming a model ({@link OpenAiErrors#namesModel}: a framework's
  *       {@code {"detail":"Not Found"}}, a proxy's page or its JSON, OpenAI's {@code "Invalid
@@ -351,7 +354,7 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     body.put("prompt", prompt);
     body.put("add_special_tokens", true);
-    return post(body, heap);
+    return post(body, prompt.isBlank(), heap);
   }
 
   /**
@@ -370,7 +373,7 @@ final class EngineTokenizer implements PromptTokenizer {
     if (chatTemplateKwargs != null && !chatTemplateKwargs.isEmpty()) {
       body.put("chat_template_kwargs", chatTemplateKwargs);
     }
-    return post(body, heap);
+    return post(body, false, heap);
   }
 
   /** The heap a string of {@code text}'s characters takes: a byte each if all are Latin-1. */
@@ -403,7 +406,11 @@ final class EngineTokenizer implements PromptTokenizer {
     return n;
   }
 
-  private CompletableFuture<Tokenized> post(Map<String, Object> body, Heap heap) {
+  /**
+   * Sends {@code body}; {@code blank}: it is a text prompt of white space at most, which may
+   * have no tokens (the request's fault then), where any other has some.
+   */
+  private CompletableFuture<Tokenized> post(Map<String, Object> body, boolean blank, Heap heap) {
     if (closed) {
       return CompletableFuture.failedFuture(closedFault());
     }
@@ -463,7 +470,7 @@ final class EngineTokenizer implements PromptTokenizer {
         return;
       }
       try {
-        result.complete(parse(resp.statusCode(), resp.body(), share));
+        result.complete(parse(resp.statusCode(), resp.body(), blank, share));
       } catch (TokenizeException e) {
         result.completeExceptionally(e);
       } catch (Throwable e) { // an Error too (the heap running out as the answer is parsed): lost
@@ -551,16 +558,16 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /** The ids of a 200 answer, or the failure an error answer says. */
   Tokenized parse(int status, byte[] body) {
-    return parseWithin(status, body, null);
+    return parseWithin(status, body, true, null);
   }
 
   /**
    * As {@link #parse(int, byte[])}, taking the heap of the answer's text and its parse from
    * {@code share}.
    */
-  private Tokenized parse(int status, byte[] body, BodyBudget.Share share) {
+  private Tokenized parse(int status, byte[] body, boolean blank, BodyBudget.Share share) {
     try {
-      return parseWithin(status, body, share::take);
+      return parseWithin(status, body, blank, share::take);
     } catch (BodyBudget.Refused e) {
       throw refusedShare(e);
     }
@@ -568,9 +575,11 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /**
    * The ids of a 200 answer, or the failure an error answer says, taking the heap of its text
-   * and its parse from {@code memory} (null: from nowhere), whose failure is thrown on.
+   * and its parse from {@code memory} (null: from nowhere), whose failure is thrown on. No ids
+   * are the request's fault for a {@code blank} prompt, else the tokenizer's: it did not read
+   * the prompt.
    */
-  private Tokenized parseWithin(int status, byte[] body, Json.Memory memory) {
+  private Tokenized parseWithin(int status, byte[] body, boolean blank, Json.Memory memory) {
     if (memory != null) {
       memory.take(2L * body.length); // its text: two bytes a character at most
     }
@@ -626,8 +635,15 @@ final class EngineTokenizer implements PromptTokenizer {
           throw new Json.JsonException("max_model_len must be positive, was " + maxModelLen, -1);
         }
       }
-      if (tokens.length == 0) {
+      if (tokens.length == 0 && blank) {
         throw invalid("the prompt is empty: it has no tokens");
+      }
+      if (tokens.length == 0) {
+        // a prompt with text, or a conversation, has tokens: the endpoint did not read it
+        throw fault(uri + " answered no tokens for a prompt that is not blank: it does not "
+            + "read a vLLM-style body ({\"prompt\"} or {\"messages\"}; llama.cpp's /tokenize "
+            + "reads {\"content\"}): point --tokenizer at a vLLM-style /tokenize of the same "
+            + "model, or send token ids", null);
       }
       return new Tokenized(tokens, maxModelLen);
     } catch (Json.JsonException e) {

@@ -348,6 +348,27 @@ class EngineTokenizerTest {
     assertTrue(e.getMessage().contains("empty"), e.getMessage());
   }
 
+  /**
+   * llama.cpp's {@code /tokenize} reads {@code content}, not {@code prompt} (nor
+   * {@code messages}), and answers {@code {"tokens":[]}} to the body it is sent: every text
+   * prompt and conversation was answered 400, "the prompt is empty", the client blamed for a
+   * tokenizer that did not read its prompt.
+   */
+  @Test
+  void noTokensForAPromptThatIsNotBlankAreTheTokenizersFault() throws Exception {
+    answer.set(new Answer(200, "{\"tokens\":[]}"));
+    for (CompletableFuture<Tokenized> f : List.of(tokenizer.tokenize("m", "Hello there"),
+        tokenizer.tokenizeChat("m", List.of(Map.of("role", "user", "content", "Hi")), Map.of()))) {
+      TokenizeException e = failed(f);
+      assertFalse(e.invalidRequest(), e.getMessage());
+      assertTrue(e.getMessage().contains("no tokens") && e.getMessage().contains("content"),
+          e.getMessage());
+    }
+    // a blank prompt without tokens stays the request's fault
+    TokenizeException e = failed(tokenizer.tokenize("m", " \n"));
+    assertTrue(e.invalidRequest(), e.getMessage());
+  }
+
   @Test
   void aLongErrorMessageIsShortened() throws Exception {
     answer.set(new Answer(400, "{\"error\":{\"message\":\"" + "x".repeat(5_000) + "\"}}"));
