@@ -74,8 +74,9 @@ import org.slf4j.LoggerFactory;
  *       "token_ids", "text", "prompt_tokens", "cached_tokens", "reason"}}, its
  *       {@code token_ids} (whole or streamed) ending after the first stop token id. Its
  *       {@code id} is the client's; the node gets the request under an id the endpoint makes
- *       (the node's id and a counter), as for a request without one, so that requests of clients
- *       that chose the same id never meet at a peer or an engine. 400 for a bad request
+ *       (the node's id, its run and a counter: {@link #nextRequestId}), as for a request
+ *       without one, so that requests of clients that chose the same id, or of the node's
+ *       earlier run, never meet at a peer or an engine. 400 for a bad request
  *       (the message says what; a key not in {@link #REQUEST_KEYS} is one), 413 for a body
  *       above 8 MiB; 503 with {@code Retry-After} when the engines that could serve
  *       it are busy (the local one at capacity and no peer took it: none was eligible, or each
@@ -289,6 +290,8 @@ final class ClientEndpoint {
   private final Duration ioTimeout;
   private final AtomicInteger inFlight = new AtomicInteger();
   private final AtomicLong ids = new AtomicLong();
+  /** What the request ids this endpoint makes have between the node's id and the counter. */
+  private final String runInIds;
   private final AtomicLong slowConnectionsClosed = new AtomicLong();
   private final AtomicLong rejectedBusy = new AtomicLong();
   /** Requests refused 400 or 413 by the endpoint itself ({@link #countInvalid}). */
@@ -423,7 +426,7 @@ final class ClientEndpoint {
       long seedOfSeeds, long bodyBudget) {
     this(node, extraStats, maxInFlight, ioTimeout, baseModel, readerThreads,
         maxUnfinishedPerAddress, tokenizer, epochSeconds, seedOfSeeds, bodyBudget,
-        System::nanoTime);
+        System::nanoTime, null);
   }
 
   /**
@@ -439,6 +442,31 @@ final class ClientEndpoint {
       int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
       int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
       long seedOfSeeds, long bodyBudget, LongSupplier nanoClock) {
+    this(node, extraStats, maxInFlight, ioTimeout, baseModel, readerThreads,
+        maxUnfinishedPerAddress, tokenizer, epochSeconds, seedOfSeeds, bodyBudget, nanoClock,
+        null);
+  }
+
+  /**
+   * An endpoint whose request ids name the run of the node process it serves.
+   *
+   * @param run what tells this run of the node id from its earlier and later ones, in the ids
+   *     the endpoint gives its requests ({@link #nextRequestId}): the host passes a value no
+   *     other run of the node id has (the node process its gossip generation, which each run
+   *     takes above the last); null for none, ids of the node's id and a counter alone
+   * @param nanoClock and the others as above
+   * @throws IllegalArgumentException if a limit is out of its range, or {@code run} is empty,
+   *     longer than {@value #MAX_RUN_LENGTH} characters or not letters and digits
+   */
+  ClientEndpoint(PrefixRouterNode node, Supplier<List<StatsTable.Section<?>>> extraStats,
+      int maxInFlight, Duration ioTimeout, String baseModel, int readerThreads,
+      int maxUnfinishedPerAddress, PromptTokenizer tokenizer, LongSupplier epochSeconds,
+      long seedOfSeeds, long bodyBudget, LongSupplier nanoClock, String run) {
+    if (run != null && (run.isEmpty() || run.length() > MAX_RUN_LENGTH
+        || !run.chars().allMatch(c -> c < 0x80 && Character.isLetterOrDigit(c)))) {
+      throw new IllegalArgumentException("run must be 1 to " + MAX_RUN_LENGTH + " ASCII letters "
+          + "and digits, was '" + run + "'");
+    }
     if (bodyBudget < MIN_BODY_BUDGET) {
       throw new IllegalArgumentException("bodyBudget must be at least " + MIN_BODY_BUDGET
           + " bytes (one request of the largest body, read or tokenized), was "
@@ -457,6 +485,7 @@ final class ClientEndpoint {
     checkRange("maxUnfinishedPerAddress", maxUnfinishedPerAddress);
     this.baseModel = baseModel;
     this.node = node;
+    this.runInIds = run == null ? "-c" : "-" + run + "-c";
     this.extraStats = extraStats;
     this.maxInFlight = maxInFlight;
     this.ioTimeout = ioTimeout;
@@ -1737,15 +1766,23 @@ final class ClientEndpoint {
     }
   }
 
+  /** The longest run a request id names, as long as any {@code long} in base 36. */
+  static final int MAX_RUN_LENGTH = 13;
+
   /**
-   * A new request id, unique at this endpoint's node: the node's id and a counter. Every
-   * request the endpoint submits has one, whatever id its client chose (which only its answer
-   * carries): ids are unique per origin node only as long as its host makes them so, and
-   * peers key forwarded requests and their CANCELs by origin and id, and engines cancel by id,
-   * so two clients of one id would meet there (one's cancel ending the other's run at a peer).
+   * A new request id, unique at this endpoint's node across its runs: the node's id, its run
+   * (as the host gave it) and a counter, {@code n0-hdoctn0vxs-c17}. Every request the endpoint
+   * submits has one, whatever id its client chose (which only its answer carries): ids are
+   * unique per origin node only as long as its host makes them so, and peers key forwarded
+   * requests and their CANCELs by origin and id, and engines cancel by id, so two clients of one
+   * id would meet there (one's cancel ending the other's run at a peer). Peers keep what they
+   * know of a request for minutes after it ended (a CANCEL that crossed its answer stops it
+   * coming again) and know nothing of the run that sent it, so a run's counter, which starts
+   * at 1, must not give the ids of an earlier run: its requests would be answered as that run's
+   * cancelled ones, or join that run's still running at a peer.
    */
   private String nextRequestId() {
-    return node.nodeId() + "-c" + ids.incrementAndGet();
+    return node.nodeId() + runInIds + ids.incrementAndGet();
   }
 
   private ParsedRequest parseRequest(HttpExchange ex, BodyBudget.Share share) throws IOException {

@@ -470,9 +470,10 @@ public final class NodeMain {
       // says so while it lasts
       EngineKeyWatch keyWatch = engine instanceof OpenAiCompatibleEngine
           ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null, startHealth) : null;
+      RouterConfig config = withModelId(withGossipGeneration(o.config), o.modelId, baseModel);
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
-          .config(withModelId(withGossipGeneration(o.config), o.modelId, baseModel))
+          .config(config)
           .transport(transport)
           .engine(keyWatch != null ? keyWatch : engine)
           .scheduler(scheduler)
@@ -534,7 +535,11 @@ public final class NodeMain {
               : ClientEndpoint.DEFAULT_MAX_UNFINISHED_PER_ADDRESS,
           tokenizer, () -> System.currentTimeMillis() / 1000,
           new java.security.SecureRandom().nextLong(),
-          o.clientBodyBudget != 0 ? o.clientBodyBudget : ClientEndpoint.DEFAULT_BODY_BUDGET);
+          o.clientBodyBudget != 0 ? o.clientBodyBudget : ClientEndpoint.DEFAULT_BODY_BUDGET,
+          System::nanoTime,
+          // in its request ids: peers remember requests by their origin and id for minutes,
+          // across a restart of this node id, and every run takes a generation above the last
+          Long.toString(config.gossipGeneration(), 36));
       if (keyWatch != null) {
         endpoint.watchEngineKey(keyWatch::refusedStatus);
       }

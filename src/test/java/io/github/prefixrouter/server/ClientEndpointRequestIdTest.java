@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.FallbackCause;
@@ -10,7 +11,10 @@ import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.spi.EngineException;
 import io.github.prefixrouter.spi.EngineResult;
+import java.io.OutputStream;
+import java.io.PrintStream;
 import java.net.URI;
+import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
@@ -93,6 +97,37 @@ class ClientEndpointRequestIdTest extends ClientEndpointFixture {
     assertEquals("solo-c5", json(d.get(20, TimeUnit.SECONDS)).get("id"));
     // without an id of its own, a client gets the node's
     assertEquals(requests.get(4).id(), json(e.get(20, TimeUnit.SECONDS)).get("id"));
+  }
+
+  /** The id of the first request a node process of id "r" answers, without a client's id. */
+  private static String firstRequestIdOfARun() throws Exception {
+    try (NodeMain.Running r = NodeMain.start(NodeOptions.parse(new String[] {"--id", "r",
+            "--listen", "127.0.0.1:0", "--client", "127.0.0.1:0"},
+            Map.of("PREFIX_ROUTER_CLUSTER_KEY", NodeMainTest.KEY_HEX)),
+        new PrintStream(OutputStream.nullOutputStream()))) {
+      HttpClient c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+      HttpResponse<String> resp = c.send(HttpRequest.newBuilder(
+              URI.create("http://" + r.clientAddress + ClientEndpoint.COMPLETIONS))
+          .POST(HttpRequest.BodyPublishers.ofString("{\"prompt\":[1,2,3]}")).build(),
+          HttpResponse.BodyHandlers.ofString());
+      return (String) json(resp).get("id");
+    }
+  }
+
+  /**
+   * Peers remember a node's requests by its id and theirs for minutes after they ended (a
+   * CANCEL that crossed the answer, or came before its FORWARD, stops that request arriving
+   * again: EarlyCancelTest), and know nothing of the run that sent them: a node process that
+   * restarts must not submit its requests under its previous run's ids, or a peer takes them
+   * for that run's and answers them cancelled (or joins them to a run still under way there).
+   */
+  @Test
+  void aNodeStartedAgainNumbersItsRequestsApartFromItsEarlierRun() throws Exception {
+    String first = firstRequestIdOfARun();
+    String again = firstRequestIdOfARun();
+    assertTrue(first.startsWith("r-") && again.startsWith("r-"), first + ", " + again);
+    assertNotEquals(first, again, "two runs of node r submitted their first requests under "
+        + "one id");
   }
 
   private static Map<?, ?> json(HttpResponse<String> resp) {

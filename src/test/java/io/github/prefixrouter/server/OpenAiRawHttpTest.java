@@ -148,7 +148,9 @@ class OpenAiRawHttpTest {
         assertEquals("5", whole.headers().get("x-prefix-router-seed"));
         Map<?, ?> answer = (Map<?, ?>) Json.parse(whole.body());
         assertEquals("chat.completion", answer.get("object"));
-        assertEquals("chatcmpl-solo-c1", answer.get("id"));
+        // the node's id, its run (its gossip generation) and a counter
+        String run = Long.toString(r.node.stats().gossip().generation(), 36);
+        assertEquals("chatcmpl-solo-" + run + "-c1", answer.get("id"));
         String text = (String) ((Map<?, ?>) choice(answer).get("message")).get("content");
         Map<?, ?> usage = (Map<?, ?>) answer.get("usage");
         assertEquals(12L, usage.get("completion_tokens"));
@@ -187,7 +189,7 @@ class OpenAiRawHttpTest {
         for (Object e : events.subList(0, events.size() - 2)) {
           Map<?, ?> c = (Map<?, ?>) e;
           assertEquals("chat.completion.chunk", c.get("object"));
-          assertEquals("chatcmpl-solo-c2", c.get("id"));
+          assertEquals("chatcmpl-solo-" + run + "-c2", c.get("id"));
           Map<?, ?> delta = (Map<?, ?>) choice(c).get("delta");
           roles += delta.containsKey("role") ? 1 : 0;
           joined.append(delta.containsKey("content") ? delta.get("content") : "");
