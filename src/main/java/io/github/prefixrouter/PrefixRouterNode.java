@@ -146,7 +146,8 @@ public interface PrefixRouterNode extends AutoCloseable {
    * derived from it) abandons the request as a peer's CANCEL abandons one it forwarded: its run
    * on the local engine is cancelled ({@link io.github.prefixrouter.spi.InferenceEngine#cancel},
    * unless another request of the same id runs there), or a forward of it in flight is sent a
-   * CANCEL, which the peer passes on along the path; no fallback follows. The future is then
+   * CANCEL, which the peer passes on along the path (unless another request of the same id
+   * submitted here waits on a forward to that peer too); no fallback follows. The future is then
    * cancelled (a {@link java.util.concurrent.CancellationException}), and the request counts in
    * {@link NodeStats#failed()}. A host calls it when its client goes away. Completing the
    * returned future from outside in any other way, as {@code orTimeout} and

@@ -1978,14 +1978,46 @@ public final class RouterNode implements PrefixRouterNode {
   /**
    * Sends a CANCEL of {@code ex} to {@code to}, best effort. It names the request's origin, as
    * the FORWARD did, so that the peer finds the request of that origin when this node relays
-   * requests of one id for several origins (for a request submitted here, this node).
+   * requests of one id for several origins (for a request submitted here, this node). Ids are
+   * unique per origin only as long as its host makes them so, and the peer matches a CANCEL by
+   * sender, origin and id: while another execution here of the same origin and id is forwarded
+   * to that peer (its host submitted the request twice, or two requests under one id), none is
+   * sent, rather than ending that one's run there, as {@link #cancelOnEngine} cancels no run
+   * that another execution shares. (One forwarded there between the check and the send is not
+   * excluded.)
    */
   private void sendCancel(Execution ex, PeerAddress to) {
+    if (sharesForwardTo(ex, to)) {
+      LOG.debug("node {}: no CANCEL of {} to {}: another request of that id is forwarded there",
+          nodeId, ex.request.id(), to);
+      return;
+    }
     try {
       transport.send(to, ForwardCodec.cancel(ex.request.id(), ex.origin));
     } catch (Throwable e) {
       LOG.debug("node {}: cancel to {} failed", nodeId, to, e);
     }
+  }
+
+  /**
+   * Whether another execution here, of {@code ex}'s origin and request id, has its current
+   * attempt forwarded to the node {@code to}.
+   */
+  private boolean sharesForwardTo(Execution ex, PeerAddress to) {
+    String id = ex.request.id();
+    for (Execution other : live) {
+      if (other == ex || other.done.get() || !other.request.id().equals(id)
+          || !other.origin.equals(ex.origin)) {
+        continue;
+      }
+      synchronized (other) {
+        Attempt f = other.forwarding;
+        if (f != null && f.seq == other.attemptSeq && f.to.nodeId().equals(to.nodeId())) {
+          return true;
+        }
+      }
+    }
+    return false;
   }
 
   /**
