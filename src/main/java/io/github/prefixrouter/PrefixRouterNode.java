@@ -123,7 +123,9 @@ public interface PrefixRouterNode extends AutoCloseable {
    * it completes with {@link NodeNotRunningException} even if the engine's answer had come
    * (the listener does not have the whole output), and the listener is not called again (the
    * call in progress may still return later); so the stop completes when the grace period ends
-   * however its listeners behave. A zero grace period abandons the unanswered requests at once.
+   * however its listeners behave. A zero grace period abandons the unanswered requests at once;
+   * so does a grace period whose timer the scheduler refuses (a host's executor already shut
+   * down: nothing could end the wait), the refusal logged at ERROR.
    * Calling it again while the node is stopping can only bring the deadline forward: the
    * earliest deadline asked for ends the wait, and only that one is timed (one timer however
    * often it is called); calling {@link #stop()} or {@link #close()} sets none.

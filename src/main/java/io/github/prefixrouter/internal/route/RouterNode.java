@@ -161,6 +161,8 @@ public final class RouterNode implements PrefixRouterNode {
    * {@code request()}, so the next forward starts from within the last one's completion).
    */
   static final int MAX_UNSENT_FORWARDS = 16;
+  /** What {@link #graceTimer} returns when the scheduler refused the timer. */
+  private static final Scheduler.Cancellable GRACE_REFUSED = () -> false;
   /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
   private static final Duration MAX_GRACE = Duration.ofDays(365);
 
@@ -531,7 +533,11 @@ public final class RouterNode implements PrefixRouterNode {
         abandonAll();
       } else {
         Scheduler.Cancellable t = graceTimer(gracePeriod.toNanos());
-        if (t != null && f.isDone()) { // stopped meanwhile: the timer is not needed
+        if (t == GRACE_REFUSED) {
+          // nothing can end the grace period: waited for without a bound, a request no timer
+          // ends either (its engine's timeout refused too) would hold the stop for ever
+          abandonAll();
+        } else if (t != null && f.isDone()) { // stopped meanwhile: the timer is not needed
           cancelGuard(t);
         }
       }
@@ -545,7 +551,8 @@ public final class RouterNode implements PrefixRouterNode {
    * {@code stop(gracePeriod)} in a loop schedules nothing more). A timer it replaces is
    * cancelled.
    *
-   * @return the new timer, or null if an earlier one stands or the stop is finishing
+   * @return the new timer, null if an earlier one stands or the stop is finishing, or
+   *     {@link #GRACE_REFUSED} if the scheduler refused the timer
    */
   private Scheduler.Cancellable graceTimer(long nanos) {
     Scheduler.Cancellable t;
@@ -561,7 +568,16 @@ public final class RouterNode implements PrefixRouterNode {
       if (graceTimer != null && graceDeadline - now <= nanos) {
         return null; // as a difference of readings: a nanoTime may be any long
       }
-      t = schedule(nanos, this::abandonAll);
+      try {
+        t = scheduler.schedule(nanos, this::abandonAll);
+      } catch (Throwable e) {
+        LOG.error("node {}: the scheduler refused the timer of the stop's grace period; "
+            + "abandoning the unanswered requests now", nodeId, e);
+        return GRACE_REFUSED; // a timer set before, ending later, stays: it finds nothing left
+      }
+      if (t == null) {
+        t = () -> false;
+      }
       replaced = graceTimer;
       graceTimer = t;
       graceDeadline = now + nanos;

@@ -23,6 +23,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.route.StopWaitInsideCallbackTest.HeldEngine;
 import io.github.prefixrouter.internal.wire.MalformedMessageException;
+import io.github.prefixrouter.spi.Scheduler;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedScheduler;
@@ -32,6 +33,7 @@ import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -388,6 +390,42 @@ class StopGracePeriodTest {
     assertEquals(State.STOPPED, n0.state());
     assertEquals(1, calls.get());
     assertEquals(1, n0.stats().failed());
+  }
+
+  /**
+   * A scheduler that refuses the grace period's timer (a host's executor already shut down)
+   * cannot time the grace period: the unanswered requests are abandoned at once, as with a zero
+   * grace period, instead of being waited for without a bound (an engine that never answers,
+   * whose timeout the refusing scheduler cannot time either, held the stop for ever).
+   */
+  @Test
+  void aGraceTimerTheSchedulerRefusesAbandonsAtOnce() {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    HeldEngine engine = new HeldEngine();
+    AtomicBoolean refusing = new AtomicBoolean();
+    Scheduler shutDown = (delay, task) -> {
+      if (refusing.get()) {
+        throw new RejectedExecutionException("the host's executor was shut down");
+      }
+      return sim.schedule(delay, task);
+    };
+    RouterNode n0 = new RouterNode("n0", localOnly(), new InMemoryNetwork(sim, 1)
+        .transport("n0"), engine, sim, shutDown, new SplittableRandom(1), List.of(),
+        new RouterNode.Components(RequestLifecycleTest.NO_CACHE, (t, l, o) -> 0, PeerView.NONE));
+    n0.start();
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 16));
+    refusing.set(true);
+
+    CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(1));
+    sim.advanceBy(Duration.ofSeconds(10).toNanos());
+
+    assertTrue(stopped.isDone(), "the stop waits for ever for a request no timer ends");
+    assertEquals(State.STOPPED, n0.state());
+    assertInstanceOf(NodeNotRunningException.class, failure(f));
+    assertEquals(1, engine.cancels.get(), "the engine run was not cancelled");
+    NodeStats s = n0.stats();
+    assertEquals(1, s.failed());
+    assertEquals(0, s.inFlight());
   }
 
   @Test
