@@ -153,8 +153,9 @@ public interface PrefixRouterNode extends AutoCloseable {
    * cancelled (a {@link java.util.concurrent.CancellationException}), and the request counts in
    * {@link NodeStats#failed()}. A host calls it when its client goes away. Completing the
    * returned future from outside in any other way, as {@code orTimeout} and
-   * {@code completeOnTimeout} do, abandons the request the same way (the future keeps the
-   * host's completion). Once the node has begun to give the answer, the answer wins: a cancel
+   * {@code completeOnTimeout} do (or {@code complete}, {@code completeExceptionally},
+   * {@code completeAsync}, {@code obtrudeValue}, {@code obtrudeException}), abandons the
+   * request the same way (the future keeps the host's completion). Once the node has begun to give the answer, the answer wins: a cancel
    * (or other completion) that comes then returns {@code false} and the future completes with
    * the response, counted as answered, never first counted and then taken back.
    *

@@ -2949,8 +2949,9 @@ public final class RouterNode implements PrefixRouterNode {
 
   /**
    * The future of a request submitted here: cancelling it, or completing it from outside in any
-   * other way (as {@code orTimeout} and {@code completeOnTimeout} do), abandons the request (its
-   * engine run is cancelled, its forward in flight gets a CANCEL). The node's own completion
+   * other way (as {@code orTimeout} and {@code completeOnTimeout} do, and {@code obtrudeValue},
+   * {@code obtrudeException} and {@code completeAsync}), abandons the request (its engine run is
+   * cancelled, its forward in flight gets a CANCEL). The node's own completion
    * comes after the execution is done, when abandoning it does nothing; its answer claims the
    * future first ({@link #claimAnswer}), and a completion from outside after that gives way.
    */
@@ -2995,6 +2996,54 @@ public final class RouterNode implements PrefixRouterNode {
     @Override
     public boolean completeExceptionally(Throwable ex) {
       return !barred() && abandonIf(super.completeExceptionally(ex));
+    }
+
+    /**
+     * Forces the host's value in: if the node had neither answered nor failed the request, it
+     * is abandoned as by a cancel (which {@code complete} and {@code completeExceptionally}
+     * leave to their overrides, and {@code obtrude} goes around).
+     */
+    @Override
+    public void obtrudeValue(InferenceResponse value) {
+      boolean open = state.compareAndSet(OPEN, CLOSED);
+      super.obtrudeValue(value);
+      abandonIf(open);
+    }
+
+    @Override
+    public void obtrudeException(Throwable ex) {
+      boolean open = state.compareAndSet(OPEN, CLOSED);
+      super.obtrudeException(ex);
+      abandonIf(open);
+    }
+
+    /**
+     * Completes through {@link #complete} (and {@link #completeExceptionally} if the supplier
+     * throws), so that the request is abandoned as by any completion from outside:
+     * {@code CompletableFuture}'s own goes around them. {@code completeAsync(supplier)} comes
+     * here with the default executor.
+     */
+    @Override
+    public CompletableFuture<InferenceResponse> completeAsync(
+        java.util.function.Supplier<? extends InferenceResponse> supplier,
+        java.util.concurrent.Executor executor) {
+      Objects.requireNonNull(supplier, "supplier");
+      Objects.requireNonNull(executor, "executor");
+      executor.execute(() -> {
+        if (isDone()) {
+          return;
+        }
+        InferenceResponse value;
+        try {
+          value = supplier.get();
+        } catch (Throwable e) {
+          completeExceptionally(e instanceof java.util.concurrent.CompletionException
+              ? e : new java.util.concurrent.CompletionException(e));
+          return;
+        }
+        complete(value);
+      });
+      return this;
     }
 
     private boolean abandonIf(boolean completed) {

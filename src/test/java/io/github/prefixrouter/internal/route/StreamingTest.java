@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -15,6 +16,7 @@ import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
+import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.RequestFailedException;
@@ -476,6 +478,39 @@ class StreamingTest {
     assertEquals(0, c.engine("n0").stats().completed());
     assertEquals(2, c.node("n0").stats().failed());
     assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
+  /**
+   * The other ways {@code CompletableFuture} offers to complete a future from outside, which do
+   * not go through {@code complete} or {@code completeExceptionally}: {@code obtrudeValue},
+   * {@code obtrudeException} and {@code completeAsync}. Each abandons the request as a cancel
+   * does (the future keeps the host's completion), and the request counts as failed, not as
+   * answered by the engine's later result.
+   */
+  @Test
+  void obtrudingOrCompletingTheFutureAsynchronouslyAbandonsTheRequest() {
+    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1).start();
+    RouterNode n0 = c.node("n0");
+    CompletableFuture<InferenceResponse> f = n0.submit(generating("r1", 1, 100));
+    CompletableFuture<InferenceResponse> g = n0.submit(generating("r2", 2, 100));
+    CompletableFuture<InferenceResponse> h = n0.submit(generating("r3", 3, 100));
+    c.sim.advanceBy(100 * MS);
+    f.obtrudeValue(null);
+    IllegalStateException mine = new IllegalStateException("the host's own failure");
+    g.obtrudeException(mine);
+    h.completeAsync(() -> null, Runnable::run);
+    c.sim.runUntilIdle(1_000_000);
+
+    assertEquals(3, c.engine("n0").stats().cancelled(), "a run went on for an ended request");
+    assertEquals(0, c.engine("n0").stats().completed());
+    assertNull(f.join(), "the host's value was replaced");
+    assertSame(mine, assertThrows(CompletionException.class, g::join).getCause());
+    assertNull(h.join(), "the host's value was replaced");
+    NodeStats s = n0.stats();
+    assertEquals(0, s.servedLocally(), s.toString());
+    assertEquals(3, s.failed(), s.toString());
+    assertEquals(0, s.inFlight(), s.toString());
   }
 
   @Test
