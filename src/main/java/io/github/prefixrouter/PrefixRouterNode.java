@@ -123,7 +123,10 @@ public interface PrefixRouterNode extends AutoCloseable {
    * it completes with {@link NodeNotRunningException} even if the engine's answer had come
    * (the listener does not have the whole output), and the listener is not called again (the
    * call in progress may still return later); so the stop completes when the grace period ends
-   * however its listeners behave. A zero grace period abandons the unanswered requests at once;
+   * however its listeners behave. Nor does it wait past its grace period for a function
+   * depending on the future of a request already answered that has not returned (against the
+   * contract: see {@link #submit(InferenceRequest)}), unless that function blocks the thread
+   * that ends the grace period itself. A zero grace period abandons the unanswered requests at once;
    * so does a grace period whose timer the scheduler refuses (a host's executor already shut
    * down: nothing could end the wait), the refusal logged at ERROR.
    * Calling it again while the node is stopping can only bring the deadline forward: the
@@ -158,6 +161,15 @@ public interface PrefixRouterNode extends AutoCloseable {
    * request the same way (the future keeps the host's completion). Once the node has begun to give the answer, the answer wins: a cancel
    * (or other completion) that comes then returns {@code false} and the future completes with
    * the response, counted as answered, never first counted and then taken back.
+   *
+   * <p><b>Functions depending on the future</b> ({@code thenApply}, {@code whenComplete} and
+   * the like, not their {@code Async} variants) run on the thread that completes it: the
+   * engine's or the transport's, the node's scheduler (an engine timeout, the end of a stop's
+   * grace period), or the caller of {@code cancel}. Like an {@link OutputListener}, they must
+   * not block; give work that may block to an executor of the host's ({@code thenApplyAsync}).
+   * One that blocks holds that thread, and whatever the node would do on it next (the answers
+   * of other requests among them), and a {@link #stop()} until it returns (a
+   * {@link #stop(Duration)} until its grace period ends, unless it blocks the thread ending it).
    *
    * @param request the request
    * @return a future completed exactly once with the response, or exceptionally with {@link

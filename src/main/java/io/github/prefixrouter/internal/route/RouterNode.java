@@ -622,6 +622,19 @@ public final class RouterNode implements PrefixRouterNode {
         cutShort(ex, out);
       }
     }
+    // answered requests whose future is complete while another thread still runs what depends
+    // on it (a function that blocks, against the contract): the answer is given, so the stop
+    // does not wait for it; that thread's own ending of the request then finds it ended
+    for (Execution ex : live) {
+      Thread answering = ex.answeringOn;
+      if (ex.done.get() && ex.future.isDone() && answering != null
+          && answering != Thread.currentThread()) {
+        LOG.warn("node {}: the stop's grace period ended while a function depending on the "
+            + "answered future of request {} was still running; the stop does not wait for it",
+            nodeId, ex.request.id());
+        ended(ex);
+      }
+    }
   }
 
   /** Registers a new execution; abandons it at once if a grace period has already ended. */
@@ -2221,10 +2234,15 @@ public final class RouterNode implements PrefixRouterNode {
     }
   }
 
-  /** {@code ex}, completed, is no longer taken on: a stop waiting for it may finish. */
+  /**
+   * {@code ex}, completed, is no longer taken on: a stop waiting for it may finish. Once only:
+   * the end of a grace period may end it ahead of the thread still completing it
+   * ({@link #abandonAll}).
+   */
   private void ended(Execution ex) {
-    live.remove(ex);
-    executionEnded();
+    if (live.remove(ex)) {
+      executionEnded();
+    }
   }
 
   /** The failure of {@code ex}, abandoned because its output listener threw {@code cause}. */

@@ -362,6 +362,55 @@ class StopGracePeriodTest {
   }
 
   /**
+   * A function depending on a request's future that blocks (against the contract) on the
+   * thread that answered the request: the answer is given, so the stop does not wait for the
+   * function past its grace period; the request still leaves the in-flight count once, however
+   * the function returns.
+   */
+  @Test
+  void aBlockedFunctionOnAnAnsweredFutureDoesNotHoldTheStopPastItsGracePeriod()
+      throws Exception {
+    SimulatedScheduler sim = new SimulatedScheduler();
+    HeldEngine engine = new HeldEngine();
+    RouterNode n0 = heldNode(sim, engine);
+    InferenceRequest r1 = generating("r1", 1, 16);
+    CompletableFuture<InferenceResponse> f1 = n0.submit(r1);
+    CountDownLatch entered = new CountDownLatch(1);
+    CountDownLatch release = new CountDownLatch(1);
+    f1.thenRun(() -> {
+      entered.countDown();
+      try {
+        release.await();
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    Thread engineThread = new Thread(() -> engine.answer(0, r1), "engine");
+    engineThread.start();
+    try {
+      assertTrue(entered.await(30, TimeUnit.SECONDS), "the function was never called");
+      CompletableFuture<Void> stopped = n0.stop(Duration.ofSeconds(1));
+      sim.advanceBy(999 * MS);
+      assertFalse(stopped.isDone(), "stopped before the grace period ended");
+      sim.advanceBy(2 * MS);
+
+      assertTrue(stopped.isDone(), "the stop waits for ever for the blocked function");
+      assertEquals(State.STOPPED, n0.state());
+      assertEquals(0, n0.stats().inFlight());
+    } finally {
+      release.countDown();
+      engineThread.join(30_000);
+    }
+    assertFalse(engineThread.isAlive(), "the engine's thread stayed in the node");
+    assertArrayEquals(expected(r1), f1.join().result().outputTokens());
+    NodeStats s = n0.stats();
+    assertEquals(1, s.requests());
+    assertEquals(1, s.servedLocally());
+    assertEquals(0, s.failed());
+    assertEquals(0, s.inFlight(), "the request left the in-flight count twice");
+  }
+
+  /**
    * A listener that ends the grace period itself (a zero one) is not blocked: its request is
    * answered once its call returns, never while it is still in it.
    */
