@@ -38,9 +38,11 @@ import java.util.Objects;
  * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
  *     of the prefix tokens this node estimated the target held
  * @param actualCachedTokens sum, over the same requests, of the cached tokens the target's engine
- *     reported
+ *     reported, each request's at most its prompt's tokens (an engine that adds a special token
+ *     to the prompt may count it as cached)
  * @param promptTokens prompt tokens of the answered submitted requests
- * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
+ * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache,
+ *     each request's at most its prompt's tokens
  * @param gossipBytesIn gossip bytes received
  * @param gossipBytesOut gossip bytes this node's transport took to send (a one-way send is best
  *     effort: the transport may still drop a message it took, as {@code HttpTransport} does past
@@ -108,9 +110,11 @@ public record NodeStats(
    * @param estimatedCachedTokens sum, over forwarded requests answered with a cached-token count,
    *     of the prefix tokens this node estimated the target held
    * @param actualCachedTokens sum, over the same requests, of the cached tokens the target's engine
-   *     reported
+   *     reported, each request's at most its prompt's tokens (an engine that adds a special
+   *     token to the prompt may count it as cached)
    * @param promptTokens prompt tokens of the answered submitted requests
-   * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache
+   * @param cachedPromptTokens of those, tokens the serving engines reported as served from cache,
+   *     each request's at most its prompt's tokens
    * @param gossipBytesIn gossip bytes received
    * @param gossipBytesOut gossip bytes this node's transport took to send (a one-way send is
    *     best effort: the transport may still drop a message it took, as {@code HttpTransport}

@@ -69,12 +69,15 @@ final class StatsTables {
           "Over forwarded requests answered with a cached-token count, the prefix tokens this "
               + "node estimated the target held.", NodeStats::estimatedCachedTokens)
       .counter("actual_cached_tokens", P + "actual_cached_tokens_total",
-          "Over the same requests, the cached tokens the target's engine reported.",
+          "Over the same requests, the cached tokens the target's engine reported, each "
+              + "request's at most its prompt's tokens (an engine that adds a special token to "
+              + "the prompt may count it as cached).",
           NodeStats::actualCachedTokens)
       .counter("prompt_tokens", P + "prompt_tokens_total",
           "Prompt tokens of the answered submitted requests.", NodeStats::promptTokens)
       .counter("cached_prompt_tokens", P + "cached_prompt_tokens_total",
-          "Of those, the tokens the serving engines reported as served from their prefix cache.",
+          "Of those, the tokens the serving engines reported as served from their prefix "
+              + "cache, each request's at most its prompt's tokens.",
           NodeStats::cachedPromptTokens)
       .gauge("hit_rate", P + "cache_hit_ratio",
           "cached_prompt_tokens_total / prompt_tokens_total since start (0 before the first "

@@ -2279,23 +2279,24 @@ public final class RouterNode implements PrefixRouterNode {
 
   /** Counts {@code ex}, a request submitted here, answered with {@code result}. */
   private void countAnswered(Execution ex, EngineResult result, boolean wasForwarded) {
+    // at most the prompt: an engine that added a special token may count it as cached
+    int cached = Math.min(result.cachedPromptTokens(), ex.request.length());
     if (wasForwarded) {
       forwarded.increment();
       Attempt fwd;
       synchronized (ex) {
         fwd = ex.forwarding; // the attempt that answered
       }
-      if (result.cachedPromptTokens() >= 0 && fwd != null) {
+      if (cached >= 0 && fwd != null) {
         estimatedCached.add(fwd.estimatedMatched);
-        actualCached.add(result.cachedPromptTokens());
+        actualCached.add(cached);
       }
     } else {
       servedLocally.increment();
     }
     promptTokens.add(ex.request.length());
-    if (result.cachedPromptTokens() >= 0) {
-      // at most the prompt: an engine that added a special token may count it as cached
-      cachedPromptTokens.add(Math.min(result.cachedPromptTokens(), ex.request.length()));
+    if (cached >= 0) {
+      cachedPromptTokens.add(cached);
     }
   }
 

@@ -22,13 +22,16 @@ import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
+import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.testing.ForwardingEngine;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import io.github.prefixrouter.testing.SimulatedEngine;
 import java.time.Duration;
@@ -82,6 +85,43 @@ class RouterNodeTest {
     assertEquals(1, c.node("n1").stats().servedForPeers());
     assertEquals(480, s.estimatedCachedTokens());
     assertTrue(s.actualCachedTokens() >= 480);
+  }
+
+  /**
+   * A peer's engine that adds a special token to the prompt (as a server may, within
+   * {@code PROMPT_TOKENS_SLACK}) and counts it as cached: the actual cached tokens counted for
+   * the forward are at most the prompt's, as the cached prompt tokens are, so that neither
+   * counter reports more cached tokens than the prompts had.
+   */
+  @Test
+  void cachedTokensCountedForAForwardAreAtMostThePrompts() {
+    List<InferenceEngine> wrappers = new ArrayList<>();
+    OracleCluster c = OracleCluster.withWrappedEngines(2,
+        config(RoutingPolicy.LONGEST_PREFIX).build(), 1, b -> b, e -> new ForwardingEngine(e) {
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest q) {
+            // a BOS token before the prompt, cached with it
+            return super.execute(q).thenApply(res -> new EngineResult(res.outputTokens(),
+                res.text(), q.length() + 1, q.length() + 1, res.prefillNanos(),
+                res.decodeNanos()));
+          }
+
+          @Override
+          public CompletableFuture<EngineResult> execute(InferenceRequest q,
+              OutputListener listener) {
+            return execute(q);
+          }
+        }, wrappers);
+    c.believesWarm("n0", "n1");
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+    InferenceResponse resp = c.submitAndWait("n0", r);
+
+    assertTrue(resp.forwarded(), resp.decision().toString());
+    assertEquals(r.length() + 1, resp.cachedPromptTokens(), "the engine's own report");
+    NodeStats s = c.node("n0").stats();
+    assertEquals(r.length(), s.promptTokens());
+    assertEquals(r.length(), s.cachedPromptTokens());
+    assertEquals(r.length(), s.actualCachedTokens(), s.toString());
   }
 
   @Test

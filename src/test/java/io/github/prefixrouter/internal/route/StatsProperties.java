@@ -190,7 +190,7 @@ class StatsProperties {
       if (resp.forwarded()) {
         s.forwarded++;
         if (cached >= 0) {
-          s.actualCached += cached;
+          s.actualCached += Math.min(cached, requests.get(i).length());
         }
       } else {
         s.servedLocally++;
