@@ -169,7 +169,10 @@ final class StatsTables {
       .counter("requests_sent", T + "requests_sent_total",
           "Requests to peers handed to the network.", HttpTransport.Stats::requestsSent)
       .counter("requests_failed", T + "requests_failed_total",
-          "Requests to peers that failed, for any reason (not those the node cancelled).", HttpTransport.Stats::requestsFailed)
+          "Requests to peers that failed, sent or refused before sending (too large, too many in "
+              + "flight to the peer, which outbound_busy counts too, or not handed to the network); "
+              + "not those the node cancelled, nor those asked of a closed transport or ended by "
+              + "its close.", HttpTransport.Stats::requestsFailed)
       .counter("requests_received", T + "requests_received_total",
           "Requests from peers delivered to the node.", HttpTransport.Stats::requestsReceived)
       .counter("messages_sent", T + "messages_sent_total",

@@ -1927,7 +1927,10 @@ public final class HttpTransport implements Transport {
    * @param messagesFailed one-way messages the peer did not accept (network error or non-204)
    * @param requestsSent requests handed to the network
    * @param requestsFailed requests this transport failed (with a {@link TransportException} of
-   *     any kind); not those whose caller cancelled their future
+   *     any kind), sent or refused before sending (too large, at the peer's in-flight limit, also
+   *     counted in {@code outboundBusy}, or not handed to the HTTP client); not those whose
+   *     caller cancelled their future, nor those asked of a transport not started or closed, or
+   *     ended by its {@code close()}, nor those given a timeout that is not positive
    * @param outboundBusy requests and messages refused locally: too many in flight to the peer
    * @param messagesReceived inbound one-way messages delivered to the handler
    * @param requestsReceived inbound requests delivered to the handler

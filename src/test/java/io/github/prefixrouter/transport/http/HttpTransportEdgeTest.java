@@ -737,6 +737,52 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * What {@code requestsFailed} counts, as its documentation says: requests refused before they
+   * were sent (too large; too many in flight to the peer, also counted in {@code outboundBusy})
+   * as well as those that failed after sending; not those asked of a closed transport, nor
+   * those its close ended.
+   */
+  @Test
+  void requestsFailedCountsRequestsRefusedBeforeSendingButNotThoseOfTheClose() throws Exception {
+    Transport.InboundHandler holding = new Transport.InboundHandler() {
+      @Override
+      public void onMessage(PeerAddress from, byte[] payload) {
+      }
+
+      @Override
+      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+        return new CompletableFuture<>(); // never answered
+      }
+    };
+    HttpTransport a = start(node("a"), holding);
+    HttpTransport b = start(node("b").maxInFlightPerPeer(1).maxMessageBytes(1024),
+        new HttpTransportTest.Recorder());
+    PeerAddress to = a.localAddress();
+    ExecutionException large = assertThrows(ExecutionException.class,
+        () -> b.request(to, new byte[2048], Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.TOO_LARGE, ((TransportException) large.getCause()).kind());
+    CompletableFuture<byte[]> held = b.request(to, new byte[] {1}, Duration.ofMinutes(1));
+    ExecutionException busy = assertThrows(ExecutionException.class,
+        () -> b.request(to, new byte[] {2}, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.BUSY, ((TransportException) busy.getCause()).kind());
+    HttpTransport.Stats st = b.stats();
+    assertEquals(1, st.requestsSent(), st.toString());
+    assertEquals(1, st.outboundBusy(), st.toString());
+    assertEquals(2, st.requestsFailed(), st.toString());
+
+    b.close();
+    ExecutionException closed = assertThrows(ExecutionException.class,
+        () -> held.get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.CLOSED, ((TransportException) closed.getCause()).kind());
+    ExecutionException after = assertThrows(ExecutionException.class,
+        () -> b.request(to, new byte[] {3}, Duration.ofSeconds(10)).get(10, TimeUnit.SECONDS));
+    assertEquals(TransportException.Kind.CLOSED, ((TransportException) after.getCause()).kind());
+    st = b.stats();
+    assertEquals(1, st.requestsSent(), st.toString());
+    assertEquals(2, st.requestsFailed(), st.toString());
+  }
+
+  /**
    * A send or request whose handing to the HTTP client throws an Error (a thread its executor
    * cannot start) fails the request with a typed error or drops the message, never throws, and
    * gives back its in-flight slot: more of them than {@code maxInFlightPerPeer}, then a request
