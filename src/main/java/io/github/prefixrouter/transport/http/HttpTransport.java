@@ -97,7 +97,10 @@ import org.slf4j.LoggerFactory;
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
  * never sent to: a request to it fails at once with {@link TransportException.Kind#UNREACHABLE},
  * a message to it is dropped and counted; an inbound envelope naming one as its sender's address
- * is refused as malformed (400), and {@link Builder#advertisedAddress} refuses one.
+ * is refused as malformed (400), and {@link Builder#advertisedAddress} refuses one. The client
+ * connects to a peer's address directly, whatever proxy the host's JVM is set up with for its
+ * own traffic ({@code http.proxyHost}, {@code java.net.useSystemProxies}, a default
+ * {@link java.net.ProxySelector}), which it never asks.
  *
  * <h2>Handler failures</h2>
  * An exception (a checked one thrown undeclared included, as code in a language without checked
@@ -557,6 +560,10 @@ public final class HttpTransport implements Transport {
             .version(HttpClient.Version.HTTP_1_1)
             .connectTimeout(config.connectTimeout)
             .followRedirects(HttpClient.Redirect.NEVER)
+            // peers directly: without a selector of its own, the client takes the host's default,
+            // and a proxy the host set up for its own traffic (http.proxyHost, say) carried
+            // every message and request to the peers
+            .proxy(HttpClient.Builder.NO_PROXY)
             .executor(clientExecutor);
     if (config.sslContext != null) {
       cb.sslContext(config.sslContext);

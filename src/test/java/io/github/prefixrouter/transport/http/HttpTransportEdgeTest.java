@@ -18,8 +18,14 @@ import io.github.prefixrouter.spi.TransportException;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.Proxy;
+import java.net.ProxySelector;
+import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketAddress;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.temporal.ChronoUnit;
@@ -563,6 +569,65 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> node("c").advertisedAddress("10.0.0.5:7070/other").build());
     assertTrue(e.getMessage().contains("advertisedAddress"), e.getMessage());
+  }
+
+  /**
+   * Peers are reached directly, whatever proxy the host's JVM is set up with for its own traffic
+   * ({@code -Dhttp.proxyHost}, {@code java.net.useSystemProxies}, a default
+   * {@link ProxySelector}). The transport's HTTP client took the host's default selector, so
+   * every message and request to a peer went through such a proxy: the payloads through it in
+   * the clear without TLS, every peer seen at the receiver under the proxy's one address (which
+   * shares one address's limits), and nothing delivered through a proxy that cannot reach the
+   * peers.
+   */
+  @Test
+  void peersAreReachedDirectlyWhateverProxyTheHostSetsUp() throws Exception {
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    HttpTransport a = start(node("a"), ra);
+    // a "proxy" that counts the connections it is given and closes them
+    ServerSocket proxy = new ServerSocket(0, 50, InetAddress.getByName("127.0.0.1"));
+    toClose.add(proxy);
+    AtomicInteger proxied = new AtomicInteger();
+    Thread accepting = new Thread(() -> {
+      try {
+        while (true) {
+          proxy.accept().close();
+          proxied.incrementAndGet();
+        }
+      } catch (java.io.IOException closed) {
+        // the test is over
+      }
+    }, "proxy");
+    accepting.setDaemon(true);
+    accepting.start();
+    ProxySelector host = ProxySelector.getDefault();
+    ProxySelector.setDefault(new ProxySelector() {
+      @Override
+      public List<Proxy> select(URI uri) {
+        return List.of(new Proxy(Proxy.Type.HTTP, proxy.getLocalSocketAddress()));
+      }
+
+      @Override
+      public void connectFailed(URI uri, SocketAddress sa, java.io.IOException e) {}
+    });
+    HttpTransport b;
+    try {
+      b = start(node("b"), new HttpTransportTest.Recorder()); // its client is built here
+    } finally {
+      ProxySelector.setDefault(host);
+    }
+    CompletableFuture<byte[]> f =
+        b.request(a.localAddress(), "direct".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+    try {
+      assertEquals("echo b direct", new String(f.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+    } catch (ExecutionException e) {
+      throw new AssertionError("a request to a peer on the host's proxy's route failed ("
+          + proxied.get() + " connections reached the proxy): " + e.getCause(), e);
+    }
+    b.send(a.localAddress(), "m".getBytes(StandardCharsets.UTF_8));
+    assertEquals("b@" + b.localAddress().address() + ":m", ra.messages.poll(10, TimeUnit.SECONDS),
+        "a message delivered");
+    assertEquals(0, proxied.get(), "connections that went to the host's proxy");
   }
 
   /**
