@@ -91,7 +91,11 @@ import org.slf4j.LoggerFactory;
  * authentication or replay, 413 too large (mapped to {@link TransportException.Kind#TOO_LARGE}),
  * 503 busy (mapped to {@link TransportException.Kind#BUSY}), 504 handler timed out at the peer,
  * 500 handler failed, or the peer's HMAC threw as it checked the MAC or signed the answer (see
- * "Security"), or anything else threw as the peer received it (see "Handler failures").
+ * "Security"), or anything else threw as the peer received it (see "Handler failures"). A
+ * request answered 504 fails with {@link TransportException.Kind#TIMEOUT}; one answered with
+ * another status than 200, 413 and 503, or with an answer the HTTP client cannot parse (a status
+ * line that is none, more interim answers than it takes, a {@code Content-Length} that is no
+ * number), fails with {@link TransportException.Kind#PROTOCOL}.
  *
  * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
@@ -1278,9 +1282,11 @@ public final class HttpTransport implements Transport {
     if (t instanceof SSLException) {
       return TransportException.Kind.PROTOCOL;
     }
-    if (t instanceof UncheckedIOException u && u.getCause() instanceof ProtocolException) {
-      // a malformed answer (CappedBody: a Content-Length that is no number), as one of an
-      // unexpected status is
+    if (t instanceof ProtocolException
+        || t instanceof UncheckedIOException u && u.getCause() instanceof ProtocolException) {
+      // a malformed answer (the HTTP client's: a status line that is none, too many interim
+      // answers; CappedBody's: a Content-Length that is no number), as one of an unexpected
+      // status is
       return TransportException.Kind.PROTOCOL;
     }
     return TransportException.Kind.UNREACHABLE;

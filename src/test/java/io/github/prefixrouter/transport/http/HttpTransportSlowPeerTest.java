@@ -16,6 +16,7 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -231,6 +232,35 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     assertEquals(TransportException.Kind.PROTOCOL, t.kind(), t.toString());
     assertTrue(t.getMessage().contains("Content-Length is not a length: \"abc\""),
         t.getMessage());
+  }
+
+  /**
+   * An answer the HTTP client cannot parse (a status line that is none, as a service other than
+   * a peer's gives; more interim answers than the client takes) is a malformed answer too:
+   * PROTOCOL, saying what was wrong. The client's {@link java.net.ProtocolException} was taken
+   * for UNREACHABLE, so such a peer was cooled down and counted as one that could not be
+   * reached.
+   */
+  @Test
+  void anAnswerTheClientCannotParseIsAProtocolFailure() throws Exception {
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    List<String> answers = List.of("SSH-2.0-OpenSSH_9.2\r\n\r\n",
+        "HTTP/1.1 102 Processing\r\n\r\n".repeat(9));
+    List<String> problems = new ArrayList<>();
+    for (String answer : answers) {
+      StallingHttpPeer fake = new StallingHttpPeer(answer);
+      toClose.add(fake);
+      PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+      TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+      if (t.kind() != TransportException.Kind.PROTOCOL
+          || !(t.getCause() instanceof java.net.ProtocolException)) {
+        problems.add(t.toString());
+      }
+    }
+    assertEquals(List.of(), problems);
   }
 
   /**
