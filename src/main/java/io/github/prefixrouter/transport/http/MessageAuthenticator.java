@@ -18,10 +18,14 @@ import javax.crypto.spec.SecretKeySpec;
  * key of the ring verifies.
  *
  * <p>The authenticated input is a sequence of length-prefixed fields (so no field can be shifted
- * into its neighbour) followed by the payload: a domain tag ("request", "message" or
- * "response"), the sender's node id and address, the recipient's node id, the timestamp, the
- * nonce, and for responses the HTTP status. A MAC therefore proves who sent the message, to whom,
- * when, and that nothing in it changed; replay is stopped separately by {@link ReplayGuard}.
+ * into its neighbour) followed by the payload. For a request or a message: a domain tag
+ * ("request" or "message"), the sender's node id and address, the recipient's node id, the
+ * timestamp and the nonce. For the answer to a request (a 200): the tag "response", the
+ * responder's node id, the requester's node id, the request's nonce and the status; no address
+ * or timestamp, the nonce ties it to its request. A MAC therefore proves who sent the message,
+ * to whom, when (an answer: to which request), and that nothing in it changed; replay is stopped
+ * separately by {@link ReplayGuard}. The caller gives the fields ({@link #sign},
+ * {@link #verify}); this class only frames and MACs them.
  *
  * <p>A ring holds the signing key first and at most {@link #MAX_KEYS} keys in all, distinct. A
  * MAC is checked against the signing key first, then against the others in order, so a forged
