@@ -88,6 +88,39 @@ class MembershipTest {
     assertTrue(c.converged(), c.firstDivergence());
   }
 
+  /**
+   * A tombstone is kept for {@code forgetAfter} from the peer's death, not from its last
+   * heartbeat: the peer is forgotten (its slot freed) {@code deadAfter + forgetAfter} after its
+   * heartbeat stopped, as docs/gossip.md ("Forgetting", and the restart below a known
+   * generation that peers ignored for {@code deadAfter + forgetAfter}) says.
+   */
+  @Test
+  void aTombstoneIsKeptForgetAfterFromTheDeathNotFromTheLastHeartbeat() {
+    SimCluster c = new SimCluster(7, config());
+    c.delayNanos = 1_000_000;
+    GossipEngine a = c.add(0, 1, List.of());
+    GossipEngine b = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    a.start();
+    b.start();
+    c.runFor(10 * c.interval());
+    assertEquals(Status.ALIVE, a.statusOf("node-1"));
+    c.crash(b);
+    long crashed = c.time.nanoTime();
+    for (int step = 0; step < 200 && a.statusOf("node-1") != Status.DEAD; step++) {
+      c.runFor(c.interval() / 10);
+    }
+    assertEquals(Status.DEAD, a.statusOf("node-1"));
+    long died = c.time.nanoTime();
+    assertTrue(died - crashed >= config().deadAfter().toNanos(), "died after deadAfter");
+    c.runFor(config().forgetAfter().toNanos() - 2 * c.interval());
+    assertEquals(Status.DEAD, a.statusOf("node-1"),
+        "the tombstone is kept forgetAfter from the death ("
+            + (c.time.nanoTime() - died) / 1_000_000 + " ms ago)");
+    c.runFor(4 * c.interval());
+    assertNull(a.statusOf("node-1"), "forgotten forgetAfter after its death");
+    assertEquals(0, a.memberCount());
+  }
+
   @Test
   void restartBeforeDeathReplacesTheReplica() {
     SimCluster c = SimCluster.of(3, 11, config());
