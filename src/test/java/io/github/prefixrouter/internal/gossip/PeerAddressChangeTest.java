@@ -83,6 +83,21 @@ class PeerAddressChangeTest {
     assertFalse(targets.contains(xOld), "SYNs went to " + targets);
   }
 
+  /**
+   * A restart adopted on a third party's word keeps the address the peer was known at: only the
+   * peer's own message moves it. The relayer's address (and node id) must not take its place.
+   */
+  @Test
+  void aRestartHeardFromAThirdPartyKeepsThePeersAddress() {
+    engine.handle(xOld, new Ack2(1, List.of(header("x", 1, 1, null))));
+    time.advanceBy(Duration.ofSeconds(3).toNanos());
+    engine.handle(relayer, new Ack2(1, List.of(header("b", 1, 30, null),
+        header("x", 2, 1, "sim:x-new"))));
+    assertEquals(2, engine.replicaVersion("x")[0]);
+    assertEquals(List.of(relayer, xOld), engine.view().peers().stream().map(PeerView::address)
+        .sorted(java.util.Comparator.comparing(PeerAddress::nodeId)).toList());
+  }
+
   @Test
   void aWrongAddressRelayedForAnUnknownPeerGivesWayToThePeersOwnWord() {
     engine.handle(relayer, new Ack2(1, List.of(header("x", 1, 1, "sim:somewhere-else"))));
