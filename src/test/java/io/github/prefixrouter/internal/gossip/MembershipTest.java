@@ -276,6 +276,46 @@ class MembershipTest {
     assertEquals(20_000_000, peer(e, "b").rttNanos());
   }
 
+  /**
+   * A restart makes the peer's round trip unknown again (the new run may listen elsewhere): the
+   * view shows none until the next sample, which is taken as it is rather than smoothed with the
+   * old run's.
+   */
+  @Test
+  void aRestartMakesThePeersRoundTripUnknownUntilItsNextSample() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    PeerAddress me = new PeerAddress("me", "sim:me");
+    PeerAddress b = new PeerAddress("b", "sim:b");
+    GossipEngine e = new GossipEngine(me, 1, config(), List.of(), time, time,
+        new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
+        "sim:b", 0, List.of()))));
+    long[] delays = {20_000_000, 60_000_000};
+    for (int run = 0; run < 2; run++) {
+      sent.clear();
+      e.runRound();
+      long round = -1;
+      for (byte[] p : sent) {
+        if (codec.decode(p) instanceof Syn syn) {
+          round = syn.round();
+        }
+      }
+      assertTrue(round >= 0, "the round sent b a SYN");
+      time.advanceBy(delays[run]);
+      e.handle(b, new Ack(round, 5 + run, List.of(), List.of()));
+      assertEquals(delays[run], peer(e, "b").rttNanos(), "run " + (5 + run));
+      if (run == 0) { // b restarts; its new run says so
+        time.advanceBy(config().interval().toNanos());
+        e.handle(b, new Ack2(6, List.of(new Update(new DigestEntry("b", 6, 0, 1, 0, 0, false),
+            "sim:b", 0, List.of()))));
+        assertEquals(6, peer(e, "b").generation());
+        assertEquals(-1, peer(e, "b").rttNanos(), "round trip of the new run");
+      }
+    }
+  }
+
   /** Suspicions in a healthy two-node cluster of 200 ms rounds over 500 rounds. */
   static long suspicionsOfAHealthyPeer(Duration suspectAfter, double jitter) {
     SimCluster c = SimCluster.of(2, 11, GossipConfig.builder().interval(Duration.ofMillis(200))
