@@ -316,6 +316,51 @@ class MembershipTest {
     }
   }
 
+  /**
+   * Heartbeats travel in the digests; an ACK corrects a heartbeat-only difference only when the
+   * initiator lags by more than half the suspicion time (here 500 ms of 100 ms rounds: more than
+   * 2 heartbeats), with the origin's header, so that an initiator that hears of the origin
+   * mostly from this node does not come to suspect it.
+   */
+  @Test
+  void anAckCorrectsAHeartbeatOnlyLagOfMoreThanHalfTheSuspicionTime() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipEngine e = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config(), List.of(),
+        time, time, new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    PeerAddress o = new PeerAddress("o", "sim:o");
+    PeerAddress i = new PeerAddress("i", "sim:i");
+    e.handle(o, new Ack2(1, List.of(new Update(new DigestEntry("o", 1, 0, 100, 0, 0, false),
+        "sim:o", 0, List.of()))));
+    e.handle(i, new Ack2(1, List.of(new Update(new DigestEntry("i", 1, 0, 1, 0, 0, false),
+        "sim:i", 0, List.of()))));
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long round = 0;
+    for (long lag : new long[] {0, 1, 2, 3, 50}) {
+      sent.clear();
+      e.handle(i, new Syn(++round, 1, List.of(
+          new DigestEntry("me", 1, 0, 0, 0, 0, false),
+          new DigestEntry("i", 1, 0, 1 + round, 0, 0, false),
+          new DigestEntry("o", 1, 0, 100 - lag, 0, 0, false))));
+      Ack ack = null;
+      for (byte[] p : sent) {
+        if (codec.decode(p) instanceof Ack a) {
+          ack = a;
+        }
+      }
+      assertNotNull(ack, "answered");
+      List<Update> aboutO = ack.updates().stream().filter(u -> u.header().nodeId().equals("o"))
+          .toList();
+      if (lag <= 2) {
+        assertEquals(List.of(), aboutO, "a lag of " + lag + " heartbeats");
+      } else {
+        assertEquals(1, aboutO.size(), "a lag of " + lag + " heartbeats");
+        assertEquals(100, aboutO.get(0).header().heartbeat());
+        assertEquals(List.of(), aboutO.get(0).deltas());
+      }
+    }
+  }
+
   /** Suspicions in a healthy two-node cluster of 200 ms rounds over 500 rounds. */
   static long suspicionsOfAHealthyPeer(Duration suspectAfter, double jitter) {
     SimCluster c = SimCluster.of(2, 11, GossipConfig.builder().interval(Duration.ofMillis(200))
