@@ -126,6 +126,29 @@ class HostileInputTest {
     assertArrayEquals(new long[] {8, 9}, sorted(engine.replicaOf("honest")));
   }
 
+  /**
+   * An update that starts below the replica (its first deltas already applied: several peers
+   * answered the same digest, or an answer crossed a newer one) is applied from the delta that
+   * follows the replica's version; the ones it holds already are counted as redundant.
+   */
+  @Test
+  void anUpdateOverlappingTheReplicaAppliesTheDeltasPastIt() {
+    long redundant = engine.counter(GossipCounter.DELTAS_REDUNDANT);
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 3, 2, 1,
+        new Delta(2, Delta.STORE, new long[] {8}), new Delta(3, Delta.STORE, new long[] {9})))));
+    assertEquals(3, engine.replicaVersion("honest")[1]);
+    assertArrayEquals(new long[] {7, 8, 9}, sorted(engine.replicaOf("honest")));
+    assertEquals(redundant + 1, engine.counter(GossipCounter.DELTAS_REDUNDANT));
+    engine.handle(honest, new Ack2(5, List.of(update("honest", 5, 5, 2, 0,
+        new Delta(1, Delta.STORE, new long[] {7}), new Delta(2, Delta.STORE, new long[] {8}),
+        new Delta(3, Delta.STORE, new long[] {9}), new Delta(4, Delta.EVICT, new long[] {2}),
+        new Delta(5, Delta.STORE, new long[] {10})))));
+    assertEquals(5, engine.replicaVersion("honest")[1]);
+    assertArrayEquals(new long[] {7, 9, 10}, sorted(engine.replicaOf("honest")));
+    assertEquals(redundant + 4, engine.counter(GossipCounter.DELTAS_REDUNDANT));
+    engine.checkInvariants();
+  }
+
   @Test
   void deltasWithoutHashesCannotGrowARelayLogWithoutBound() {
     // CLEAR deltas carry no hashes and cost one byte each on the wire: the relay log's bound
