@@ -164,4 +164,44 @@ class OversizedOriginSnapshotTest {
     long grown = engine.retainedBytesEstimate() - before;
     assertTrue(grown < 60 * 1_000 + 32L * 100_000 + 16L * 100_000, "grew by " + grown);
   }
+  /**
+   * A snapshot whose chunks passed the pending budget ({@code maxBlocksTotal} blocks over all
+   * assemblies: another origin's snapshot was assembling meanwhile) installs as a truncated
+   * replica, flagged as such, even though every block it kept fits in the replica index: it is
+   * a subset, must say so to the router, and must ask for a fresh copy later.
+   */
+  @Test
+  void aSnapshotThatPassedThePendingBudgetInstallsTruncated() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .maxBlocksTotal(300).build();
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipEngine node = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config, List.of(),
+        time, time, new SplittableRandom(3), () -> EngineLoad.IDLE, (to, p) -> { });
+    PeerAddress a = new PeerAddress("a", "sim:a");
+    PeerAddress b = new PeerAddress("b", "sim:b");
+    node.handle(a, new Ack2(1, List.of(new Update(new DigestEntry("a", 1, 1, 1, 0, 0, false),
+        "sim:a", 1, List.of()))));
+    node.handle(b, new Ack2(1, List.of(new Update(new DigestEntry("b", 1, 1, 1, 0, 0, false),
+        "sim:b", 1, List.of()))));
+    // a's snapshot: 3 chunks of 100, two of them in; b's: 2 chunks of 100
+    node.handle(a, chunk("a", 0, 3, 0));
+    node.handle(a, chunk("a", 1, 3, 100));
+    node.handle(b, chunk("b", 0, 2, 0));
+    node.handle(b, chunk("b", 1, 2, 100)); // past the 300 blocks pending: taken without them
+    node.checkInvariants();
+    assertEquals(100, node.replicaOf("b").length);
+    PeerView pb = node.view().peers().stream().filter(p -> p.address().nodeId().equals("b"))
+        .findFirst().orElseThrow();
+    assertTrue(pb.replicaTruncated(), "b's replica holds 100 of its 200 blocks");
+  }
+
+  private static SnapshotChunk chunk(String origin, int index, int count, int first) {
+    long[] stores = new long[100];
+    long[] hashes = new long[100];
+    for (int i = 0; i < 100; i++) {
+      stores[i] = first + i + 1;
+      hashes[i] = (origin.hashCode() * 1_000L + first + i) & 0xFFFF_FFFFL;
+    }
+    return new SnapshotChunk(origin, 1, 1, 100L * count, index, count, stores, hashes);
+  }
 }
