@@ -130,6 +130,36 @@ class TruncatedReplicaRecoveryTest {
     assertTrue(sent <= 12, sent + " snapshots sent");
   }
 
+  /**
+   * The refresh waits until the origin's set is at most 7/8 of the cap: an origin shrunk to 180
+   * blocks (cap 200) would fit, but sits within the eighth below the cap, so its truncated
+   * replicas do not ask for it; at 170 they do, and converge.
+   */
+  @Test
+  void aTruncatedReplicaAsksForAFreshCopyOnlyOnceItsOriginIsAtMostSevenEighthsOfTheCap() {
+    SimCluster c = SimCluster.of(3, 19, CONFIG);
+    converge(c);
+    GossipEngine owner = c.nodes.get(0);
+    for (int b = 0; b < 10; b++) { // 300 blocks, past the cap of 200
+      owner.localSummary().onStored(blocks(b * 30, 30));
+      c.runFor(c.interval());
+    }
+    c.runFor(30 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    owner.localSummary().onEvicted(blocks(0, 120)); // 180: above 7/8 of the cap (175)
+    c.runFor(100 * c.interval());
+    for (GossipEngine e : c.nodes.subList(1, 3)) {
+      assertEquals(0, e.counter(GossipCounter.REPLICA_REFRESHES), e.self().nodeId());
+    }
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    owner.localSummary().onEvicted(blocks(120, 10)); // 170
+    converge(c);
+    for (GossipEngine e : c.nodes.subList(1, 3)) {
+      assertTrue(e.counter(GossipCounter.REPLICA_REFRESHES) >= 1, e.self().nodeId());
+      assertEquals(170, e.replicaOf("node-0").length);
+    }
+  }
+
   /** Returns the snapshots each node installed after the origin shrank. */
   static long[] growShrinkAndConverge(GossipConfig config, long seed) {
     SimCluster c = SimCluster.of(3, seed, config);
