@@ -7,6 +7,7 @@ import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
@@ -117,5 +118,39 @@ class SynInFlightTest {
     p.time.advanceBy(1_100 * MS);
     assertTrue(p.n0.counter(GossipCounter.RTT_SAMPLES) > answered,
         "a SYN within suspectAfter / 2 of the link coming back is answered");
+  }
+  /**
+   * An ACK ends the wait for the SYNs to that peer sent before the one it answers too: they are
+   * taken for lost, and the next SYN waits one window again. Here the first SYN is lost and the
+   * second answered after 1 s, which makes the peer's window 2 s: the lost SYN, kept, would hold
+   * the next one back for 2 s from when it was sent.
+   */
+  @Test
+  void anAckEndsTheWaitForTheEarlierSynsToThatPeer() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    List<Long> rounds = new ArrayList<>();
+    PeerAddress a1 = new PeerAddress("node-1", "sim:1");
+    GossipEngine n0 = new GossipEngine(new PeerAddress("node-0", "sim:0"), 1, config(),
+        List.of(), time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> {
+          try {
+            if (codec.decode(p) instanceof GossipMessage.Syn syn && to.equals(a1)) {
+              rounds.add(syn.round());
+            }
+          } catch (io.github.prefixrouter.internal.wire.MalformedMessageException e) {
+            throw new AssertionError(e);
+          }
+        });
+    n0.handle(a1, new GossipMessage.Ack2(1, List.of(new GossipMessage.Update(
+        new GossipMessage.DigestEntry("node-1", 1, 0, 1, 0, 0, false), "sim:1", 0, List.of()))));
+    n0.runRound(); // lost
+    time.advanceBy(80 * MS); // past the window of 75 ms before any round trip is known
+    n0.runRound(); // answered after 1 s
+    assertEquals(2, rounds.size(), "SYNs " + rounds);
+    time.advanceBy(1_000 * MS);
+    n0.handle(a1, new GossipMessage.Ack(rounds.get(1), 1, List.of(), List.of()));
+    assertEquals(1_000 * MS, n0.view().peers().get(0).rttNanos());
+    n0.runRound();
+    assertEquals(3, rounds.size(), "a SYN right after the answer: SYNs " + rounds);
   }
 }
