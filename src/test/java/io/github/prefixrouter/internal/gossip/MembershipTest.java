@@ -121,6 +121,30 @@ class MembershipTest {
     assertEquals(0, a.memberCount());
   }
 
+  /**
+   * A round adds a dead peer now and then ("so partitions heal"): two nodes cut from each other
+   * long enough to declare each other dead, whose only seed is down for good, find each other
+   * again through their tombstones once the cut heals.
+   */
+  @Test
+  void aPartitionHealsThroughDeadPeersWhenNoSeedIsReachable() {
+    SimCluster c = SimCluster.of(3, 23, config());
+    c.delayNanos = 1_000_000;
+    assertTrue(c.runUntilConverged(50) >= 0, c.firstDivergence());
+    GossipEngine b = c.nodes.get(1);
+    GossipEngine d = c.nodes.get(2);
+    c.crash(c.nodes.get(0)); // the seed of both, gone
+    c.cut.add(b.self().address() + "|" + d.self().address());
+    c.cut.add(d.self().address() + "|" + b.self().address());
+    c.runFor(1_300_000_000L); // past deadAfter
+    assertEquals(Status.DEAD, b.statusOf("node-2"));
+    assertEquals(Status.DEAD, d.statusOf("node-1"));
+    c.heal();
+    c.runFor(10 * c.interval()); // within forgetAfter of their deaths
+    assertEquals(Status.ALIVE, b.statusOf("node-2"));
+    assertEquals(Status.ALIVE, d.statusOf("node-1"));
+  }
+
   @Test
   void restartBeforeDeathReplacesTheReplica() {
     SimCluster c = SimCluster.of(3, 11, config());
