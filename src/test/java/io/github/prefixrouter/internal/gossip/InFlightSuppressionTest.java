@@ -3,7 +3,18 @@ package io.github.prefixrouter.internal.gossip;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -138,5 +149,41 @@ class InFlightSuppressionTest {
     assertEquals(n0.localSummary().version(), n1.replicaVersion(n0.self().nodeId())[1]);
     n0.checkInvariants();
     n1.checkInvariants();
+  }
+  /**
+   * The window runs from the oldest segment still unconfirmed, not the newest: an origin that
+   * changes between every SYN of a peer that lost the first answer adds a segment each time,
+   * and once the lost one is older than the window the peer is served from its digest again,
+   * the lost deltas included. Were the window counted from the newest segment, a busy origin
+   * would never resend them, and the peer, holding only deltas past a gap, never catch up.
+   */
+  @Test
+  void aLostAnswerIsResentOnceItsWindowPassesWhileNewerDeltasKeepBeingSent() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
+    GossipEngine a = new GossipEngine(new PeerAddress("a", "sim:a"), 1, config, List.of(),
+        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    PeerAddress b = new PeerAddress("b", "sim:b");
+    DigestEntry bEntry = new DigestEntry("b", 1, 0, 1, 0, 0, false);
+    a.handle(b, new Ack2(1, List.of(new Update(bEntry, "sim:b", 0, List.of()))));
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long[] from = new long[4];
+    for (int k = 0; k < 4; k++) { // one change, then b's digest still at version 0, every 60 ms
+      a.localSummary().onStored(new long[] {100 + k});
+      sent.clear();
+      a.handle(b, new Syn(k + 1, 1, List.of(bEntry, new DigestEntry("a", 1, 0, 1, 0, 0, false))));
+      Ack ack = (Ack) codec.decode(sent.get(0));
+      Update aboutA = ack.updates().stream().filter(u -> u.header().nodeId().equals("a"))
+          .findFirst().orElseThrow();
+      from[k] = aboutA.fromVersion();
+      time.advanceBy(60 * MS);
+    }
+    // window: 1.5 intervals (no round trip known). At 0, 60 and 120 ms the first answer is in
+    // flight (served from the end of what was sent); at 180 ms it is presumed lost
+    assertEquals(0, from[0]);
+    assertEquals(1, from[1]);
+    assertEquals(2, from[2]);
+    assertEquals(0, from[3], "served from b's digest once the lost answer's window passed");
   }
 }
