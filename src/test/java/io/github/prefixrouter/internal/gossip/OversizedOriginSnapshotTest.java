@@ -165,6 +165,36 @@ class OversizedOriginSnapshotTest {
     assertTrue(grown < 60 * 1_000 + 32L * 100_000 + 16L * 100_000, "grew by " + grown);
   }
   /**
+   * A replica installed truncated from a snapshot counts its origin's blocks as the snapshot
+   * listed them, the ones it dropped included: an origin of 800 blocks that shrinks to 550,
+   * still past the cap of 500, draws no refresh, for its set would not fit. Counted as the
+   * blocks kept, the replica took the origin for smaller than the cap and asked for a fresh
+   * copy, a snapshot that installed truncated again.
+   */
+  @Test
+  void aReplicaInstalledTruncatedCountsTheBlocksItsSnapshotDropped() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .messageByteCap(1_024).maxBlocksPerPeer(500).deltaLogMaxHashes(50).build();
+    SimCluster c = new SimCluster(7, config);
+    GossipEngine origin = c.add(0, 1, List.of());
+    origin.start();
+    origin.localSummary().onStored(blocks(0, 800));
+    GossipEngine late = c.add(1, 1, List.of(SimCluster.addressOf(0)));
+    late.start();
+    c.runFor(100 * c.interval());
+    assertTrue(late.view().peers().get(0).replicaTruncated());
+    long[] all = blocks(0, 800);
+    for (int i = 0; i < 250; i++) { // down to 550 blocks: still past the cap
+      origin.localSummary().onEvicted(new long[] {all[i]});
+      c.runFor(c.interval() / 10);
+    }
+    c.runFor(100 * c.interval());
+    assertEquals(0, late.counter(GossipCounter.REPLICA_REFRESHES));
+    assertTrue(late.view().peers().get(0).replicaTruncated());
+    late.checkInvariants();
+  }
+
+  /**
    * A snapshot whose chunks passed the pending budget ({@code maxBlocksTotal} blocks over all
    * assemblies: another origin's snapshot was assembling meanwhile) installs as a truncated
    * replica, flagged as such, even though every block it kept fits in the replica index: it is
