@@ -219,6 +219,27 @@ class MembershipTest {
   }
 
   /**
+   * A digest lists every live origin it knows with its load as last heard (queue depth, in
+   * flight, overload flag), so a peer that hears of an overloaded origin from third parties
+   * sees it overloaded too, not only one that exchanges with the origin itself.
+   */
+  @Test
+  void aDigestRelaysEachOriginsLoadAndOverloadFlag() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipEngine b = new GossipEngine(new PeerAddress("b", "sim:b"), 1, config(), List.of(),
+        time, time, new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    b.handle(new PeerAddress("a", "sim:a"), new Ack2(1, List.of(new Update(
+        new DigestEntry("a", 1, 0, 7, 12, 3, true), "sim:a", 0, List.of()))));
+    b.runRound();
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    Syn syn = (Syn) codec.decode(sent.get(0));
+    DigestEntry a = syn.digest().stream().filter(e -> e.nodeId().equals("a")).findFirst()
+        .orElseThrow();
+    assertEquals(new DigestEntry("a", 1, 0, 7, 12, 3, true), a);
+  }
+
+  /**
    * A stalled engine (push-back) is advertised as overload whatever the queue, and the node's
    * own view says so too: it gave the queue's flag alone, so a host reading the view saw a node
    * advertising overload as not overloaded.
