@@ -220,6 +220,42 @@ class ReplicaAheadOfOriginTest {
     assertEquals(6, victim.replicaOf(id).length);
   }
 
+  /**
+   * The origin's word restarts a replica beyond its reach together with an assembly beyond it:
+   * a forged snapshot still arriving, left in place, kept out the origin's own snapshot (of an
+   * older version, and the assembly not stale), so the restarted replica stayed empty instead
+   * of taking the real set in the exchange that brought the word.
+   */
+  @Test
+  void theOriginsWordDropsAnAssemblyBeyondItsReachAndItsOwnSnapshotInstalls() {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipEngine node = new GossipEngine(new PeerAddress("me", "sim:me"), 1,
+        config().maxSequenceJump(8).build(), List.of(), time, time, new SplittableRandom(1),
+        () -> EngineLoad.IDLE, (to, p) -> { });
+    PeerAddress origin = new PeerAddress("origin", "sim:origin");
+    PeerAddress liar = new PeerAddress("liar", "sim:liar");
+    node.handle(origin, new Ack2(1, List.of(history("origin", 1, 4, null))));
+    assertArrayEquals(new long[] {1, 4}, node.replicaVersion("origin"));
+    // claims in steps within the jump: a replica at 12, then 20, then a snapshot at 28 half
+    // arrived
+    node.handle(liar, new SnapshotChunk("origin", 1, 12, 1, 0, 1, new long[] {1},
+        new long[] {777}));
+    node.handle(liar, new SnapshotChunk("origin", 1, 20, 1, 0, 1, new long[] {1},
+        new long[] {778}));
+    node.handle(liar, new SnapshotChunk("origin", 1, 28, 2, 0, 2, new long[] {1},
+        new long[] {779}));
+    assertArrayEquals(new long[] {1, 20}, node.replicaVersion("origin"));
+    // the origin's own snapshot of its real set, version 4
+    node.handle(origin, new SnapshotChunk("origin", 1, 4, 4, 0, 1, new long[] {1, 2, 3, 4},
+        new long[] {501, 502, 503, 504}));
+    assertArrayEquals(new long[] {1, 4}, node.replicaVersion("origin"));
+    long[] replica = node.replicaOf("origin");
+    java.util.Arrays.sort(replica);
+    assertArrayEquals(new long[] {501, 502, 503, 504}, replica);
+    assertEquals(1, node.counter(GossipCounter.REPLICAS_BEYOND_REACH_RESTARTED));
+    node.checkInvariants();
+  }
+
   @Test
   void claimsTooFarAheadAreRejectedAndRefutationsAreSpaced() {
     SimCluster c = SimCluster.of(2, 3, config().maxSequenceJump(1_000).build());
