@@ -186,4 +186,38 @@ class InFlightSuppressionTest {
     assertEquals(2, from[2]);
     assertEquals(0, from[3], "served from b's digest once the lost answer's window passed");
   }
+  /**
+   * A digest confirms (drops) the segments it covers, its own version's included, and the
+   * window then runs from the oldest segment still unconfirmed: deltas sent 60 ms ago are still
+   * on their way and not sent again, though the segment the digest confirms was sent 160 ms
+   * ago, past the window of 150 ms.
+   */
+  @Test
+  void aDigestConfirmsTheSegmentEndingAtItsVersion() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
+    GossipEngine a = new GossipEngine(new PeerAddress("a", "sim:a"), 1, config, List.of(),
+        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    PeerAddress b = new PeerAddress("b", "sim:b");
+    DigestEntry bEntry = new DigestEntry("b", 1, 0, 1, 0, 0, false);
+    a.handle(b, new Ack2(1, List.of(new Update(bEntry, "sim:b", 0, List.of()))));
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long[] shown = {0, 0, 1}; // b's digest: version 0, 0, then 1 (the first answer arrived)
+    long[] waits = {100, 60, 0};
+    long[] from = new long[3];
+    for (int k = 0; k < 3; k++) {
+      a.localSummary().onStored(new long[] {100 + k});
+      sent.clear();
+      a.handle(b, new Syn(k + 1, 1, List.of(bEntry,
+          new DigestEntry("a", 1, shown[k], 1, 0, 0, false))));
+      Ack ack = (Ack) codec.decode(sent.get(0));
+      from[k] = ack.updates().stream().filter(u -> u.header().nodeId().equals("a"))
+          .findFirst().orElseThrow().fromVersion();
+      time.advanceBy(waits[k] * MS);
+    }
+    assertEquals(0, from[0]);
+    assertEquals(1, from[1]);
+    assertEquals(2, from[2], "delta 2, sent 60 ms ago, is still on its way");
+  }
 }
