@@ -471,7 +471,7 @@ class GossipCodecFuzzTest {
   }
 
   @Test
-  void inconsistentFieldsAreRejected() {
+  void inconsistentFieldsAreRejected() throws MalformedMessageException {
     // a delta run past the header's version
     DigestEntry e = new DigestEntry("a", 1, 1, 1, 0, 0, false);
     Update u = new Update(e, "addr", 1, List.of(new Delta(2, Delta.STORE, new long[] {5})));
@@ -517,5 +517,16 @@ class GossipCodecFuzzTest {
     syn[syn.length - 1] = 8;
     assertEquals("entry.flags",
         assertThrows(MalformedMessageException.class, () -> codec.decode(syn)).field());
+    // a chunk index at or past the chunk count (the last chunk of 2 is index 1)
+    for (int index : new int[] {2, 3}) {
+      byte[] chunk = codec.encode(new SnapshotChunk("a", 1, 1, 1, index, 2, new long[] {1},
+          new long[] {7}));
+      MalformedMessageException x =
+          assertThrows(MalformedMessageException.class, () -> codec.decode(chunk));
+      assertEquals("chunk.index", x.field());
+      assertEquals(Reason.OUT_OF_RANGE, x.reason());
+    }
+    assertEquals(1, ((SnapshotChunk) codec.decode(codec.encode(new SnapshotChunk("a", 1, 1, 1,
+        1, 2, new long[] {1}, new long[] {7})))).chunkIndex());
   }
 }
