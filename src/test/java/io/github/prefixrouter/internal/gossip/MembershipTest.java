@@ -216,6 +216,14 @@ class MembershipTest {
     c.runFor(5 * c.interval());
     assertFalse(peer(a, "node-1").overloaded());
     assertEquals(2, peer(a, "node-1").inFlight());
+    c.loads.put(bAddr, new EngineLoad(0, 7)); // requests running, none queued
+    c.runFor(5 * c.interval());
+    assertEquals(0, peer(a, "node-1").queueDepth());
+    assertEquals(7, peer(a, "node-1").inFlight());
+    c.loads.put(bAddr, new EngineLoad(3, 0));
+    c.runFor(5 * c.interval());
+    assertEquals(3, peer(a, "node-1").queueDepth());
+    assertEquals(0, peer(a, "node-1").inFlight());
   }
 
   /**
