@@ -309,6 +309,20 @@ class HostileInputTest {
     e = assertThrows(IllegalArgumentException.class,
         () -> GossipConfig.builder().deadAfter(Duration.ofSeconds(2)).build());
     assertTrue(e.getMessage().contains("deadAfter"), e.getMessage());
+    // interval < suspectAfter < deadAfter < forgetAfter, each strictly
+    Duration t = Duration.ofSeconds(30);
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().interval(t).suspectAfter(t).build());
+    assertTrue(e.getMessage().contains("suspectAfter"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().suspectAfter(t).deadAfter(t).build());
+    assertTrue(e.getMessage().contains("deadAfter"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().deadAfter(t).forgetAfter(t).build());
+    assertTrue(e.getMessage().contains("forgetAfter"), e.getMessage());
+    GossipConfig ordered = GossipConfig.builder().interval(t).suspectAfter(t.plusNanos(1))
+        .deadAfter(t.plusNanos(2)).forgetAfter(t.plusNanos(3)).build();
+    assertEquals(t.plusNanos(2), ordered.deadAfter());
     e = assertThrows(IllegalArgumentException.class,
         () -> GossipConfig.builder().jitter(0.9).build());
     assertTrue(e.getMessage().contains("jitter"), e.getMessage());
