@@ -157,5 +157,15 @@ class HeartbeatRefutationTest {
     me.handle(other, new Syn(2, 1, List.of(new DigestEntry(me.self().nodeId(), 1, 0,
         900, 0, 0, false))));
     assertEquals(1, me.counter(GossipCounter.HEARTBEATS_REFUTED));
+    // no round ran: the node's heartbeat is now 901. A claim exactly the jump above it is
+    // followed (peers take such a step from third parties), one more is not
+    me.handle(other, new Syn(3, 1, List.of(new DigestEntry(me.self().nodeId(), 1, 0,
+        901 + 1_000, 0, 0, false))));
+    assertEquals(2, me.counter(GossipCounter.HEARTBEATS_REFUTED));
+    assertEquals(before + 1, me.counter(GossipCounter.REJECTED));
+    me.handle(other, new Syn(4, 1, List.of(new DigestEntry(me.self().nodeId(), 1, 0,
+        1_902 + 1_001, 0, 0, false))));
+    assertEquals(2, me.counter(GossipCounter.HEARTBEATS_REFUTED));
+    assertEquals(before + 2, me.counter(GossipCounter.REJECTED));
   }
 }
