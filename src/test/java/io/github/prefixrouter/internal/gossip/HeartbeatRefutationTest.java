@@ -109,6 +109,30 @@ class HeartbeatRefutationTest {
   }
 
   /**
+   * The origin's own word sets back a heartbeat held for it only when it is more than
+   * {@code maxSequenceJump} below: a third party may have raised the held value by up to the
+   * jump, which the origin refutes itself, so a word exactly the jump below changes nothing.
+   */
+  @Test
+  void aHeldHeartbeatIsSetBackOnlyByTheOriginsWordMoreThanTheJumpBelow() {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipEngine node = new GossipEngine(new PeerAddress("me", "sim:me"), 1,
+        GossipConfig.builder().interval(Duration.ofMillis(100)).maxSequenceJump(1_000).build(),
+        List.of(), time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> { });
+    PeerAddress x = new PeerAddress("x", "sim:x");
+    node.handle(new PeerAddress("y", "sim:y"), new Ack2(1, List.of(new Update(
+        new DigestEntry("x", 1, 0, 10_000, 0, 0, false), "sim:x", 0, List.of()))));
+    long rejected = node.counter(GossipCounter.REJECTED);
+    node.handle(x, new Syn(1, 1, List.of(new DigestEntry("x", 1, 0, 9_000, 0, 0, false))));
+    assertEquals(rejected, node.counter(GossipCounter.REJECTED), "exactly the jump below");
+    node.handle(x, new Syn(2, 1, List.of(new DigestEntry("x", 1, 0, 8_999, 0, 0, false))));
+    assertEquals(rejected + 1, node.counter(GossipCounter.REJECTED), "more than the jump below");
+    node.handle(x, new Syn(3, 1, List.of(new DigestEntry("x", 1, 0, 9_000, 0, 0, false))));
+    assertEquals(rejected + 1, node.counter(GossipCounter.REJECTED), "then its heartbeats go on");
+    assertEquals(Status.ALIVE, node.statusOf("x"));
+  }
+
+  /**
    * A node that sees its own entry with a heartbeat it does not follow (more than
    * maxSequenceJump above its own) answers with its own header, which the peer believes over
    * the claim: before, the answer said nothing of the node, and the peer kept the claim until the
