@@ -75,4 +75,22 @@ class StoreCountRangeTest {
       }
     }
   }
+  /** A STORE that numbers its last block exactly 2^62, the last store number, is taken. */
+  @Test
+  void aStoreUpToTheLastStoreNumberIsTaken() {
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
+    GossipEngine node = new GossipEngine(ME, 1, config, List.of(A), time, time,
+        new SplittableRandom(7), () -> EngineLoad.IDLE, (to, p) -> { });
+    node.handle(A, new Ack2(1, List.of(new Update(new DigestEntry("a", 1, 0, 1, 0, 0, false),
+        "sim:a", 0, List.of()))));
+    node.handle(A, new SnapshotChunk("a", 1, 1, MAX - 2, 0, 1, new long[] {MAX - 2},
+        new long[] {7}));
+    node.handle(A, new Ack2(1, List.of(new Update(new DigestEntry("a", 1, 2, 2, 0, 0, false),
+        null, 1, List.of(new Delta(2, Delta.STORE, new long[] {8, 9}))))));
+    assertEquals(2, node.replicaVersion("a")[1]);
+    assertEquals(MAX, node.replicaStores("a")[2][0]);
+    assertEquals(0, node.counter(GossipCounter.REJECTED));
+    node.checkInvariants();
+  }
 }
