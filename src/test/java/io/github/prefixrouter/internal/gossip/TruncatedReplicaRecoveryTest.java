@@ -4,9 +4,17 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
+import io.github.prefixrouter.spi.EngineLoad;
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -309,5 +317,49 @@ class TruncatedReplicaRecoveryTest {
     owner.localSummary().onEvicted(held.poll());
     owner.localSummary().onEvicted(held.poll());
     converge(c);
+  }
+  /**
+   * A cached snapshot older than its origin's version serves a peer asking for the whole set
+   * until that peer was sent every chunk of it twice; its next ask gets the set as it is now (a
+   * truncated replica asking for a fresh copy is at a version above the cached one and cannot
+   * take it).
+   */
+  @Test
+  void aPeerSentAnOlderSnapshotTwiceGetsTheCurrentOneNext() throws Exception {
+    SimulatedScheduler time = new SimulatedScheduler();
+    List<byte[]> sent = new ArrayList<>();
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
+        .deltaLogMaxHashes(2).build();
+    GossipEngine origin = new GossipEngine(new PeerAddress("o", "sim:o"), 1, config, List.of(),
+        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    for (long b = 1; b <= 3; b++) {
+      origin.localSummary().onStored(new long[] {b});
+    }
+    // a new peer asks for everything: the log no longer reaches version 0, so the snapshot of
+    // version 3 is encoded and cached; then the origin changes, its log still reaching 3
+    List<Long> versions = askForEverything(origin, "q", codec, sent);
+    assertEquals(List.of(3L), versions);
+    origin.localSummary().onStored(new long[] {4});
+    List<Long> served = new ArrayList<>();
+    for (int k = 0; k < 4; k++) {
+      served.addAll(askForEverything(origin, "p", codec, sent));
+    }
+    assertEquals(List.of(3L, 3L, 4L, 4L), served, "versions of the snapshots sent to p");
+  }
+
+  /** Versions of the snapshot chunks {@code origin} sends a peer whose digest lists it at 0. */
+  private static List<Long> askForEverything(GossipEngine origin, String peer, GossipCodec codec,
+      List<byte[]> sent) throws Exception {
+    sent.clear();
+    origin.handle(new PeerAddress(peer, "sim:" + peer), new Syn(1, 1, List.of(
+        new DigestEntry(peer, 1, 0, 1, 0, 0, false), new DigestEntry("o", 1, 0, 1, 0, 0, false))));
+    List<Long> versions = new ArrayList<>();
+    for (byte[] p : sent) {
+      if (codec.decode(p) instanceof SnapshotChunk c) {
+        versions.add(c.version());
+      }
+    }
+    return versions;
   }
 }
