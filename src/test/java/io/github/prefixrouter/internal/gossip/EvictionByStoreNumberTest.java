@@ -3,7 +3,11 @@ package io.github.prefixrouter.internal.gossip;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
+import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -98,5 +102,27 @@ class EvictionByStoreNumberTest {
     assertEquals(2 + 2 + 49, evict.encodedSize(0));
     // against 4 bytes per fingerprint before
     assertTrue(evict.encodedSize(0) < 50 * BlockFingerprint.BYTES / 3);
+  }
+  /**
+   * The size the engine counts and budgets for an update's deltas is the bytes they take on the
+   * wire, with store-number gaps on both sides of each varint boundary (a gap of {@code g}
+   * after the first number is coded as {@code g - 1}).
+   */
+  @Test
+  void theCountedSizeOfEvictionsIsTheirSizeOnTheWire() {
+    GossipCodec codec = new GossipCodec(1 << 20, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long[][] runs = {
+        {1, 128, 256, 16_640, 16_641},
+        {127, 255, 16_638, 16_639, 2_113_790},
+        {1L << 40, (1L << 40) + 128, (1L << 40) + 129, GossipMessage.MAX_COUNTER}};
+    for (long[] stores : runs) {
+      List<Delta> deltas = List.of(new Delta(1, Delta.STORE, new long[] {7, 8}),
+          new Delta(2, Delta.EVICT, stores), new Delta(3, Delta.EVICT, new long[] {stores[0]}),
+          new Delta(4, Delta.CLEAR, Delta.NO_HASHES));
+      DigestEntry e = new DigestEntry("a", 1, 4, 1, 0, 0, false);
+      int with = codec.encode(new Ack2(1, List.of(new Update(e, null, 0, deltas)))).length;
+      int without = codec.encode(new Ack2(1, List.of(new Update(e, null, 0, List.of())))).length;
+      assertEquals(with - without, Delta.encodedSize(deltas), Arrays.toString(stores));
+    }
   }
 }
