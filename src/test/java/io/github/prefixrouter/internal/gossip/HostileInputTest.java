@@ -329,6 +329,12 @@ class HostileInputTest {
     e = assertThrows(IllegalArgumentException.class,
         () -> GossipConfig.builder().messageByteCap(100).build());
     assertTrue(e.getMessage().contains("messageByteCap"), e.getMessage());
+    // an exchange may always send at least one whole message of snapshot chunks
+    e = assertThrows(IllegalArgumentException.class, () -> GossipConfig.builder()
+        .messageByteCap(4_096).snapshotBytesPerExchange(4_095).build());
+    assertTrue(e.getMessage().contains("snapshotBytesPerExchange"), e.getMessage());
+    assertEquals(4_096, GossipConfig.builder().messageByteCap(4_096)
+        .snapshotBytesPerExchange(4_096).build().snapshotBytesPerExchange());
     assertThrows(NullPointerException.class,
         () -> GossipConfig.builder().interval(null).build());
     assertThrows(IllegalArgumentException.class, () -> new GossipEngine(me, 0,
