@@ -228,6 +228,24 @@ class VllmKvEventReceiverTest {
     tree.checkInvariants();
   }
 
+  /**
+   * msgpack writes a string of up to 31 bytes with its length in its first byte (fixstr, 0xa0
+   * to 0xbf), one of up to 255 bytes after a length byte (str8) and a longer one after two
+   * (str16): an adapter's name of any length up to the longest valid one names its adapter.
+   */
+  @Test
+  void adapterNamesOfEveryLengthNameTheirAdapter() {
+    for (int n = 1; n <= io.github.prefixrouter.CacheScope.MAX_ADAPTER_BYTES; n++) {
+      String name = "a".repeat(n);
+      byte[] store = new MsgpackWriter().array(8).str("BlockStored").array(1).integer(n).nil()
+          .array(4).integer(1).integer(2).integer(3).integer(4).integer(B).integer(7)
+          .str("GPU").str(name).bytes();
+      assertEquals(List.of(RecordingListener.stored(name, NO_PARENT, new long[] {n}, range(1, 5))),
+          apply(Batches.batch(store)), "a name of " + n + " bytes");
+    }
+    assertEquals(0, receiver.stats().malformedBatches());
+  }
+
   @Test
   void bigramTokenIdsContributeTheirFirstElement() {
     assertEquals(List.of(stored(NO_PARENT, new long[] {21}, new int[] {1, 2, 3, 4})),
