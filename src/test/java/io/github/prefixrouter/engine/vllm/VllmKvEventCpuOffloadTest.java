@@ -94,6 +94,30 @@ class VllmKvEventCpuOffloadTest {
     assertEquals(0, tree.engineEventStats().unknownBlocks());
   }
 
+  /**
+   * A medium some of whose stores came without token ids, and one of whose stores was mirrored,
+   * has copies in the mirror: its removals are applied, or the mirror would keep claiming blocks
+   * that medium no longer holds.
+   */
+  @ParameterizedTest(name = "maps {0}")
+  @ValueSource(booleans = {true, false})
+  void theRemovalsOfAMediumWithAMirroredStoreAreApplied(boolean maps) {
+    ConcurrentPrefixTree tree = ConcurrentPrefixTree.engineDriven(B);
+    VllmKvEventReceiver receiver = new VllmKvEventReceiver(tree.engineEvents(), B);
+    receiver.onMessage(0, stored(maps, "CPU", new int[0], 0x3333)); // without token ids
+    receiver.onMessage(1, stored(maps, "CPU", PROMPT, H1, H2)); // with them: mirrored
+    assertEquals(8, tree.match(PROMPT));
+    receiver.onMessage(2, removed(maps, "CPU", H2));
+    assertEquals(4, tree.match(PROMPT), "the medium no longer holds H2");
+    receiver.onMessage(3, removed(maps, "CPU", H1));
+    assertEquals(0, tree.match(PROMPT));
+    VllmKvEventReceiver.Stats s = receiver.stats();
+    assertEquals(2, s.removedEvents());
+    assertEquals(0, s.unmirroredRemovals());
+    assertEquals(0, tree.engineEventStats().unknownBlocks());
+    tree.checkInvariants();
+  }
+
   @Test
   void mediaAreRememberedCutAndUpToALimit() {
     ConcurrentPrefixTree tree = ConcurrentPrefixTree.engineDriven(B);
