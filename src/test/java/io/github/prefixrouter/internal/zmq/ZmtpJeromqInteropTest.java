@@ -92,6 +92,30 @@ class ZmtpJeromqInteropTest {
     assertEquals(7, ByteBuffer.wrap(m.get(1)).getLong());
   }
 
+  /**
+   * A frame of up to 255 bytes has a one-byte size, a longer one an eight-byte size (the LONG
+   * flag): subscriptions whose frame (0x01 and the topic) is on either side of that boundary
+   * reach JeroMQ whole, and the publisher then delivers the topic.
+   */
+  @Test
+  void subscriptionsOnEitherSideOfTheLongFrameSizeReachJeromq() throws Exception {
+    ZMQ.Socket xpub = bound(SocketType.XPUB);
+    ZmtpSocket sub = connect(ZmtpSocket.Type.SUB, xpub);
+    xpub.setReceiveTimeOut(10_000);
+    for (int n = 252; n <= 258; n++) {
+      byte[] topic = ascii("t".repeat(n));
+      sub.subscribe(topic);
+      byte[] expected = new byte[n + 1];
+      expected[0] = 1;
+      System.arraycopy(topic, 0, expected, 1, n);
+      assertArrayEquals(expected, xpub.recv(), "a subscription frame of " + (n + 1) + " bytes");
+    }
+    sendMultipart(xpub, ascii("t".repeat(255)), seq(7), ascii("hello"));
+    List<byte[]> m = assertTimeoutPreemptively(GUARD, sub::receive);
+    assertArrayEquals(ascii("t".repeat(255)), m.get(0));
+    assertEquals(7, ByteBuffer.wrap(m.get(1)).getLong());
+  }
+
   @Test
   void multipartMessagesFromAJeromqPublisherArriveIntactAndOtherTopicsAreFiltered()
       throws Exception {
