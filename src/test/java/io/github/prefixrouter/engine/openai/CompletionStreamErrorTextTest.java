@@ -15,6 +15,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** The server's failures read the same from a stream and from a plain answer. */
 class CompletionStreamErrorTextTest {
@@ -34,21 +36,26 @@ class CompletionStreamErrorTextTest {
   }
 
   /**
-   * A generation the server ended with finish_reason "abort" fails a streamed request
+   * A generation the server ended with finish_reason "abort" or "error" fails a streamed request
    * (retryable), and the same answer to a plain request the same way.
    */
-  @Test
-  void anAbortedGenerationFailsAPlainRequestAsItFailsAStream() {
+  @ParameterizedTest
+  @ValueSource(strings = {"abort", "error"})
+  void anAbortedGenerationFailsAPlainRequestAsItFailsAStream(String reason) {
     OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
         .baseUrl("http://127.0.0.1:1").build();
     InferenceRequest r = new InferenceRequest("q", new int[] {1, 2}, GenerationParams.DEFAULT);
     String chunk = "{\"choices\":[{\"index\":0,\"text\":\"par\",\"token_ids\":[5],"
-        + "\"finish_reason\":\"abort\"}],\"usage\":{\"prompt_tokens\":2}}";
+        + "\"finish_reason\":\"" + reason + "\"}],\"usage\":{\"prompt_tokens\":2}}";
     CompletionStream s = new CompletionStream(r, 1 << 20, null, (tokens, text) -> { });
-    assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
+    EngineException streamed = assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
         ("data: " + chunk + "\n\n").getBytes(StandardCharsets.UTF_8))), "streamed");
-    assertThrows(EngineException.class,
+    assertTrue(streamed.retryable(), streamed.getMessage());
+    assertTrue(streamed.getMessage().contains("finish_reason " + reason), streamed.getMessage());
+    EngineException plain = assertThrows(EngineException.class,
         () -> engine.parseAnswer(r, 200, chunk.getBytes(StandardCharsets.UTF_8)), "plain");
+    assertTrue(plain.retryable(), plain.getMessage());
+    assertTrue(plain.getMessage().contains("finish_reason " + reason), plain.getMessage());
   }
 
   /**
