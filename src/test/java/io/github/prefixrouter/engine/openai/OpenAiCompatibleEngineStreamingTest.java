@@ -1087,6 +1087,13 @@ class OpenAiCompatibleEngineStreamingTest {
     server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
         + "\"finish_reason\":\"stop\",\"stop_reason\":2}]}"));
     assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
+    // nor does a string that is not one of the request's stops (one of another request, or a
+    // server's own end of sequence), whichever key names it
+    for (String key : List.of("stop_reason", "matched_stop")) {
+      server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
+          + "\"finish_reason\":\"stop\",\"" + key + "\":\"</s>\"}]}"));
+      assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text(), key);
+    }
     server.behaviour.set((ex, b) -> reply(ex, 200, "{\"choices\":[{\"text\":\"Tho\","
         + "\"finish_reason\":\"length\",\"stop_reason\":\"END\"}]}"));
     assertEquals("Tho", e.execute(r).get(20, TimeUnit.SECONDS).text());
