@@ -356,6 +356,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void textStreamedWithoutTokenIdsIsOutputBeforeAnErrorInTheStream() {
+    // a server that ignores return_token_ids streams text only: once it streamed some, it ran
+    // the request, and an error it then reports is a failure of it, retryable, neither
+    // push-back nor the request's fault
+    for (String code : new String[] {"400", "429", "503"}) {
+      server.behaviour.set((ex, body) -> send(startStream(ex), chunk("a", null, null)
+          + "data: {\"error\":{\"message\":\"no\",\"code\":" + code + "}}\n\ndata: [DONE]\n\n"));
+      Pieces pieces = new Pieces();
+      EngineException e = failure(pieces.run(builder().build(), request()));
+      assertTrue(e.retryable(), code + ": " + e);
+      assertFalse(e instanceof EngineBusyException, code + ": " + e);
+      assertFalse(e instanceof InvalidRequestException, code + ": " + e);
+      assertEquals(List.of("a"), pieces.texts);
+    }
+  }
+
+  @Test
   void llamaCppsErrorLineFailsTheStreamWithTheServersMessage() {
     // llama.cpp's server (before it sent its errors as data chunks) reported a failure once its
     // stream had begun as an "error:" line, then "data: [DONE]". The line was ignored as an
