@@ -1141,6 +1141,26 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void noPieceIsGivenOnceTheStreamIsClosedAlsoFromTheRestOfTheSameRead() {
+    // the engine closes the stream before it completes the request (cancelled as a piece is
+    // given, say): the chunks that follow, in the same read or later, give the listener nothing
+    List<String> texts = new ArrayList<>();
+    CompletionStream[] s = new CompletionStream[1];
+    s[0] = new CompletionStream(request(), 1 << 20, null, (t, x) -> {
+      texts.add(x);
+      s[0].close();
+    });
+    s[0].feed(utf8(chunk("a", "[1]", null) + chunk("b", "[2]", null)));
+    s[0].feed(utf8(chunk("c", "[3]", "length")));
+    assertEquals(List.of("a"), texts);
+    CompletionStream closed = new CompletionStream(request(), 1 << 20, null,
+        (t, x) -> texts.add("after close: " + x));
+    closed.close();
+    closed.feed(utf8(chunk("d", "[4]", null)));
+    assertEquals(List.of("a"), texts);
+  }
+
+  @Test
   void chunksAfterTheFinishReasonDoNotCopyTheOutputAgain() {
     // every chunk after choice 0's finish_reason built the whole result again, a copy of the
     // whole output: a server sending tiny chunks after it (empty choices, another choice's
