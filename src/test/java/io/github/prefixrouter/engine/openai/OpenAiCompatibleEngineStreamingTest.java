@@ -1161,6 +1161,18 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aDoneWithWhiteSpaceAroundItEndsTheStream() {
+    for (String done : new String[] {"data:  [DONE]\n\n", "data: [DONE] \n\n",
+        "data: [DONE]\t\n\n"}) {
+      CompletionStream s = new CompletionStream(request(), 1 << 20, null, (t, x) -> { });
+      s.feed(utf8(chunk("a", "[1]", null) + done));
+      assertTrue(s.done(), done);
+      assertEquals("a", s.result().text());
+      assertArrayEquals(new int[] {1}, s.result().outputTokens());
+    }
+  }
+
+  @Test
   void chunksAfterTheFinishReasonDoNotCopyTheOutputAgain() {
     // every chunk after choice 0's finish_reason built the whole result again, a copy of the
     // whole output: a server sending tiny chunks after it (empty choices, another choice's
