@@ -55,6 +55,25 @@ class ApiKeyEchoTest {
     assertTrue(e.getMessage().contains("token " + SecretText.MASK + " refused"), e.getMessage());
   }
 
+  /**
+   * A key as long as a JWT bearer token is taken out whole too when the body's bytes past the
+   * 300 characters shown are many: characters of three UTF-8 bytes before it, so that the key
+   * starts within the characters shown and ends far past their 900 bytes.
+   */
+  @ParameterizedTest
+  @ValueSource(ints = {401, 500})
+  void aLongKeyEchoedAfterWideCharactersDoesNotShow(int status) {
+    String key = "Zq9" + "Xk7pL2mN".repeat(75);
+    OpenAiCompatibleEngine engine = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:1").apiKey(key).build();
+    String body = "\u20ac".repeat(290) + key + " refused";
+    EngineException e = assertThrows(EngineException.class,
+        () -> engine.parseAnswer(REQUEST, status, body.getBytes(StandardCharsets.UTF_8)));
+    assertFalse(e.getMessage().contains("Zq9"), e.getMessage()); // no part of it
+    assertTrue(e.getMessage().contains("\u20ac".repeat(290) + SecretText.MASK.substring(0, 10)),
+        e.getMessage());
+  }
+
   @Test
   void aStreamedErrorEchoingTheKeyDoesNotShowIt() {
     for (String data : new String[] {
