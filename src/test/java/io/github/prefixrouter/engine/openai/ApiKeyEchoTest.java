@@ -29,7 +29,9 @@ class ApiKeyEchoTest {
 
   private static void assertNoKey(String message) {
     assertFalse(message.contains(KEY), message);
-    assertFalse(message.contains("Zq9"), message); // no part of it either, where a cut fell
+    // no part of it either, where a cut fell: its end, or its start
+    assertFalse(message.contains("Zq9"), message);
+    assertFalse(message.contains(KEY.substring(0, 4)), message);
   }
 
   @ParameterizedTest
@@ -78,12 +80,13 @@ class ApiKeyEchoTest {
   void aStreamedErrorEchoingTheKeyDoesNotShowIt() {
     for (String data : new String[] {
         Json.write(Map.of("error", Map.of("message", "key " + KEY + " revoked"))),
-        "upstream refused " + KEY}) {
+        "upstream refused " + KEY,
+        "x".repeat(295) + KEY}) { // the 300-char cut falls inside the key
       CompletionStream s = new CompletionStream(REQUEST, 1 << 20, KEY, (tokens, text) -> { });
       EngineException e = assertThrows(EngineException.class, () -> s.feed(ByteBuffer.wrap(
           ("event: error\ndata: " + data + "\n\n").getBytes(StandardCharsets.UTF_8))));
       assertNoKey(e.getMessage());
-      assertTrue(e.getMessage().contains(SecretText.MASK), e.getMessage());
+      assertTrue(e.getMessage().contains(SecretText.MASK.substring(0, 4)), e.getMessage());
     }
   }
 }
