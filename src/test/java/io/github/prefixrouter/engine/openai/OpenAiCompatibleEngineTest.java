@@ -137,6 +137,19 @@ class OpenAiCompatibleEngineTest {
     assertEquals(Boolean.TRUE, sent.get("return_token_ids"));
   }
 
+  /** A server that rejects return_token_ids is sent none when the builder says so. */
+  @Test
+  void withoutReturnTokenIdsTheFieldIsNotSent() throws Exception {
+    server.behaviour.set((ex, body) -> reply(ex, 200, "{\"choices\":[{\"text\":\" B\"}]}"));
+    OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder().baseUrl(base())
+        .returnTokenIds(false).requestTimeout(Duration.ofSeconds(5)).build();
+    assertEquals(" B", e.execute(request()).get(20, TimeUnit.SECONDS).text());
+    assertFalse(server.lastBody.get().containsKey("return_token_ids"), "sent: " + server.lastBody.get());
+    e.execute(request(), (t, x) -> { }).get(20, TimeUnit.SECONDS);
+    assertEquals(Boolean.TRUE, server.lastBody.get().get("stream"));
+    assertFalse(server.lastBody.get().containsKey("return_token_ids"), "streamed, sent: " + server.lastBody.get());
+  }
+
   @Test
   void aScopedRequestNamesItsAdapterAsTheModelAndSendsItsSalt() throws Exception {
     String ok = "{\"choices\":[{\"index\":0,\"text\":\" B\",\"token_ids\":[1]}]}";
