@@ -950,6 +950,41 @@ class OpenAiCompatibleEngineTest {
     }
   }
 
+  /**
+   * A caller that cancels the future {@code execute} gave it ends the request as {@link
+   * OpenAiCompatibleEngine#cancel} does: the connection is closed, so that vLLM aborts the
+   * generation, and the request's slot is free, streamed or not.
+   */
+  @ParameterizedTest(name = "streamed: {0}")
+  @ValueSource(booleans = {false, true})
+  void cancellingTheFutureClosesTheConnectionAndFreesTheSlot(boolean streamed) throws Exception {
+    try (java.net.ServerSocket raw = new java.net.ServerSocket(0, 1,
+        java.net.InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(60)).build()) {
+      CompletableFuture<EngineResult> f = streamed
+          ? e.execute(request(), (t, x) -> { }) : e.execute(request());
+      raw.setSoTimeout(10_000);
+      try (java.net.Socket conn = raw.accept()) {
+        java.io.InputStream in = ScriptedOpenAiServer.readRequest(conn);
+        assertEquals(1, e.load().total());
+        assertTrue(f.cancel(true));
+        int after;
+        try {
+          after = in.read();
+        } catch (java.net.SocketTimeoutException t) {
+          throw new AssertionError("the connection stayed open 10 s after the cancel", t);
+        } catch (java.net.SocketException reset) {
+          after = -1; // reset: closed as well
+        }
+        assertEquals(-1, after, "the client sent more instead of closing");
+      }
+      assertEquals(0, e.load().total());
+      assertEquals(0, e.stats().inFlight());
+    }
+  }
+
   @Test
   void healthChecksHealthThenModels() throws Exception {
     assertTrue(engine().health().get(10, TimeUnit.SECONDS));
