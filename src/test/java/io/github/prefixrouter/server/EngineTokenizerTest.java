@@ -279,6 +279,7 @@ class EngineTokenizerTest {
       "200|[1,2,3]|unusable answer",
       "200|{\"count\":3}|tokens must be an array",
       "200|{\"tokens\":[1,-2]}|tokens[1] is negative",
+      "200|{\"tokens\":[-1,2]}|tokens[0] is negative: -1",
       "200|{\"tokens\":[1,2.5]}|tokens[1] must be an integer",
       "200|{\"tokens\":[1,2],\"count\":3}|count 3 is not the number of tokens",
       "200|{\"tokens\":[1,2],\"max_model_len\":0}|max_model_len must be positive",
