@@ -282,6 +282,7 @@ class EngineTokenizerTest {
       "200|{\"tokens\":[-1,2]}|tokens[0] is negative: -1",
       "200|{\"tokens\":[1,2.5]}|tokens[1] must be an integer",
       "200|{\"tokens\":[1,2],\"count\":3}|count 3 is not the number of tokens",
+      "200|{\"tokens\":[1,2],\"count\":1}|count 1 is not the number of tokens",
       "200|{\"tokens\":[1,2],\"max_model_len\":0}|max_model_len must be positive",
       "200|{\"tokens\":[1,2]|is not JSON",
   })
