@@ -35,8 +35,11 @@ class OversizedOriginSnapshotTest {
     return h;
   }
 
-  @Test
-  void aSnapshotAboveThePerPeerCapInstallsTruncatedAndIsNotSentAgainAndAgain() {
+  /**
+   * Node 0, an origin of 800 blocks, and node 1, which joins it after its delta log (50 hashes)
+   * moved on, with a replica cap of 500 blocks, run for 100 intervals.
+   */
+  private static SimCluster anOriginPastTheCapMetLate() {
     GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
         .messageByteCap(1_024).maxBlocksPerPeer(500).deltaLogMaxHashes(50).build();
     SimCluster c = new SimCluster(7, config);
@@ -46,6 +49,14 @@ class OversizedOriginSnapshotTest {
     GossipEngine late = c.add(1, 1, List.of(SimCluster.addressOf(0)));
     late.start();
     c.runFor(100 * c.interval());
+    return c;
+  }
+
+  @Test
+  void aSnapshotAboveThePerPeerCapInstallsTruncatedAndIsNotSentAgainAndAgain() {
+    SimCluster c = anOriginPastTheCapMetLate();
+    GossipEngine origin = c.nodes.get(0);
+    GossipEngine late = c.nodes.get(1);
     for (GossipEngine e : c.nodes) {
       e.checkInvariants();
     }
@@ -173,15 +184,9 @@ class OversizedOriginSnapshotTest {
    */
   @Test
   void aReplicaInstalledTruncatedCountsTheBlocksItsSnapshotDropped() {
-    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100))
-        .messageByteCap(1_024).maxBlocksPerPeer(500).deltaLogMaxHashes(50).build();
-    SimCluster c = new SimCluster(7, config);
-    GossipEngine origin = c.add(0, 1, List.of());
-    origin.start();
-    origin.localSummary().onStored(blocks(0, 800));
-    GossipEngine late = c.add(1, 1, List.of(SimCluster.addressOf(0)));
-    late.start();
-    c.runFor(100 * c.interval());
+    SimCluster c = anOriginPastTheCapMetLate();
+    GossipEngine origin = c.nodes.get(0);
+    GossipEngine late = c.nodes.get(1);
     assertTrue(late.view().peers().get(0).replicaTruncated());
     long[] all = blocks(0, 800);
     for (int i = 0; i < 250; i++) { // down to 550 blocks: still past the cap
