@@ -161,8 +161,8 @@ public final class RouterNode implements PrefixRouterNode {
    * {@code request()}, so the next forward starts from within the last one's completion).
    */
   static final int MAX_UNSENT_FORWARDS = 16;
-  /** What {@link #graceTimer} returns when the scheduler refused the timer. */
-  private static final Scheduler.Cancellable GRACE_REFUSED = () -> false;
+  /** What {@link #schedule} returns when the scheduler refused the timer. */
+  private static final Scheduler.Cancellable TIMER_REFUSED = () -> false;
   /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
   private static final Duration MAX_GRACE = Duration.ofDays(365);
 
@@ -533,7 +533,7 @@ public final class RouterNode implements PrefixRouterNode {
         abandonAll();
       } else {
         Scheduler.Cancellable t = graceTimer(gracePeriod.toNanos());
-        if (t == GRACE_REFUSED) {
+        if (t == TIMER_REFUSED) {
           // nothing can end the grace period: waited for without a bound, a request no timer
           // ends either (its engine's timeout refused too) would hold the stop for ever
           abandonAll();
@@ -552,7 +552,7 @@ public final class RouterNode implements PrefixRouterNode {
    * cancelled.
    *
    * @return the new timer, null if an earlier one stands or the stop is finishing, or
-   *     {@link #GRACE_REFUSED} if the scheduler refused the timer
+   *     {@link #TIMER_REFUSED} if the scheduler refused the timer
    */
   private Scheduler.Cancellable graceTimer(long nanos) {
     Scheduler.Cancellable t;
@@ -568,15 +568,11 @@ public final class RouterNode implements PrefixRouterNode {
       if (graceTimer != null && graceDeadline - now <= nanos) {
         return null; // as a difference of readings: a nanoTime may be any long
       }
-      try {
-        t = scheduler.schedule(nanos, this::abandonAll);
-      } catch (Throwable e) {
-        LOG.error("node {}: the scheduler refused the timer of the stop's grace period; "
-            + "abandoning the unanswered requests now", nodeId, e);
-        return GRACE_REFUSED; // a timer set before, ending later, stays: it finds nothing left
-      }
-      if (t == null) {
-        t = () -> false;
+      t = schedule(nanos, this::abandonAll);
+      if (t == TIMER_REFUSED) {
+        LOG.error("node {}: with no timer for the stop's grace period, the unanswered requests "
+            + "are abandoned now", nodeId);
+        return t; // a timer set before, ending later, stays: it finds nothing left
       }
       replaced = graceTimer;
       graceTimer = t;
@@ -2845,6 +2841,8 @@ public final class RouterNode implements PrefixRouterNode {
    * node) must not make an attempt that already started throw: its caller would start it again,
    * running the request twice and never completing it. The attempt then goes on without the
    * guard; the transport's own timeout or the engine still ends it.
+   *
+   * @return the timer, a no-op for a scheduler's null, or {@link #TIMER_REFUSED} if it refused
    */
   private Scheduler.Cancellable schedule(long delayNanos, Runnable task) {
     try {
@@ -2852,7 +2850,7 @@ public final class RouterNode implements PrefixRouterNode {
       return c != null ? c : () -> false;
     } catch (Throwable e) {
       LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
-      return () -> false;
+      return TIMER_REFUSED;
     }
   }
 
