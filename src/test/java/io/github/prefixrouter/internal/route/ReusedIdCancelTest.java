@@ -1,5 +1,7 @@
 package io.github.prefixrouter.internal.route;
 
+import static io.github.prefixrouter.internal.route.EarlyCancelTest.PREFIX;
+import static io.github.prefixrouter.internal.route.EarlyCancelTest.generating;
 import static io.github.prefixrouter.internal.route.OracleCluster.concat;
 import static io.github.prefixrouter.internal.route.OracleCluster.expected;
 import static io.github.prefixrouter.internal.route.OracleCluster.prompt;
@@ -8,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.FallbackCause;
-import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
 import io.github.prefixrouter.RouterConfig;
@@ -30,13 +31,6 @@ import org.junit.jupiter.api.Test;
  * as it cancels no run on its own engine that another request of the id shares.
  */
 class ReusedIdCancelTest {
-
-  static final int[] PREFIX = prompt(42, 480);
-
-  static InferenceRequest generating(String id, long question, int maxTokens) {
-    return new InferenceRequest(id, concat(PREFIX, prompt(question, 40)),
-        GenerationParams.greedy(maxTokens));
-  }
 
   /** Two nodes, n1 holding the prefix: n0 forwards both requests there. */
   static final class Pair {
@@ -64,6 +58,15 @@ class ReusedIdCancelTest {
           .coldPlacement(false).build(), 1, h).rtt(Duration.ofMillis(1)).start();
       c.warm("n1", concat(PREFIX, prompt(9, 40)));
     }
+
+    /** Submits {@code a} to n0, {@code b} 2 ms later, and runs 5 ms on: both are at n1. */
+    List<CompletableFuture<InferenceResponse>> submitTwo(InferenceRequest a, InferenceRequest b) {
+      CompletableFuture<InferenceResponse> fa = c.node("n0").submit(a);
+      c.sim.advanceBy(Duration.ofMillis(2).toNanos());
+      CompletableFuture<InferenceResponse> fb = c.node("n0").submit(b);
+      c.sim.advanceBy(Duration.ofMillis(5).toNanos());
+      return List.of(fa, fb);
+    }
   }
 
   @Test
@@ -71,10 +74,9 @@ class ReusedIdCancelTest {
     Pair p = new Pair();
     InferenceRequest first = generating("x", 7, 50);
     InferenceRequest second = generating("x", 8, 50); // the same id, another prompt
-    CompletableFuture<InferenceResponse> f1 = p.c.node("n0").submit(first);
-    p.c.sim.advanceBy(Duration.ofMillis(2).toNanos());
-    CompletableFuture<InferenceResponse> f2 = p.c.node("n0").submit(second);
-    p.c.sim.advanceBy(Duration.ofMillis(5).toNanos());
+    List<CompletableFuture<InferenceResponse>> f = p.submitTwo(first, second);
+    CompletableFuture<InferenceResponse> f1 = f.get(0);
+    CompletableFuture<InferenceResponse> f2 = f.get(1);
     assertTrue(f2.cancel(true));
     p.c.sim.runUntilIdle(1_000_000);
 
@@ -95,10 +97,9 @@ class ReusedIdCancelTest {
     // the same request twice: its second FORWARD joins the first's run at n1
     Pair p = new Pair();
     InferenceRequest q = generating("x", 7, 50);
-    CompletableFuture<InferenceResponse> f1 = p.c.node("n0").submit(q);
-    p.c.sim.advanceBy(Duration.ofMillis(2).toNanos());
-    CompletableFuture<InferenceResponse> f2 = p.c.node("n0").submit(q);
-    p.c.sim.advanceBy(Duration.ofMillis(5).toNanos());
+    List<CompletableFuture<InferenceResponse>> f = p.submitTwo(q, q);
+    CompletableFuture<InferenceResponse> f1 = f.get(0);
+    CompletableFuture<InferenceResponse> f2 = f.get(1);
     assertTrue(f1.cancel(true));
     p.c.sim.runUntilIdle(1_000_000);
 
@@ -119,10 +120,9 @@ class ReusedIdCancelTest {
     // id forwarded there any more, ends the run at n1
     Pair p = new Pair();
     InferenceRequest q = generating("x", 7, 500);
-    CompletableFuture<InferenceResponse> f1 = p.c.node("n0").submit(q);
-    p.c.sim.advanceBy(Duration.ofMillis(2).toNanos());
-    CompletableFuture<InferenceResponse> f2 = p.c.node("n0").submit(q);
-    p.c.sim.advanceBy(Duration.ofMillis(5).toNanos());
+    List<CompletableFuture<InferenceResponse>> f = p.submitTwo(q, q);
+    CompletableFuture<InferenceResponse> f1 = f.get(0);
+    CompletableFuture<InferenceResponse> f2 = f.get(1);
     assertTrue(f1.cancel(true));
     p.c.sim.advanceBy(Duration.ofMillis(5).toNanos());
     assertTrue(f2.cancel(true));
