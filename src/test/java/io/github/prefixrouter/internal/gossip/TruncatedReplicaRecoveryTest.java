@@ -55,6 +55,21 @@ class TruncatedReplicaRecoveryTest {
     }
   }
 
+  /**
+   * Node 0 of {@code c} grows to 300 blocks, 30 an interval, past the cap of 200, and every
+   * peer's replica of it is truncated 30 intervals later.
+   */
+  static GossipEngine growPastTheCap(SimCluster c) {
+    GossipEngine owner = c.nodes.get(0);
+    for (int b = 0; b < 10; b++) {
+      owner.localSummary().onStored(blocks(b * 30, 30));
+      c.runFor(c.interval());
+    }
+    c.runFor(30 * c.interval());
+    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    return owner;
+  }
+
   static boolean truncatedAtEveryPeer(SimCluster c, String origin) {
     for (GossipEngine e : c.nodes) {
       if (e.self().nodeId().equals(origin)) {
@@ -112,13 +127,7 @@ class TruncatedReplicaRecoveryTest {
   void aTruncatedReplicaConvergesThoughItsOriginCachedAnOlderSnapshot() {
     SimCluster c = SimCluster.of(3, 13, SHORT_LOGS);
     converge(c);
-    GossipEngine owner = c.nodes.get(0);
-    for (int b = 0; b < 10; b++) { // 300 blocks, past the cap of 200
-      owner.localSummary().onStored(blocks(b * 30, 30));
-      c.runFor(c.interval());
-    }
-    c.runFor(30 * c.interval());
-    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    GossipEngine owner = growPastTheCap(c);
     // a peer joins: the origin's log no longer reaches version 0, so it encodes its snapshot
     // (version 10, 300 blocks) and keeps it while its log reaches that version
     GossipEngine joiner = c.add(3, 1, List.of(SimCluster.addressOf(0)));
@@ -147,13 +156,7 @@ class TruncatedReplicaRecoveryTest {
   void aTruncatedReplicaAsksForAFreshCopyOnlyOnceItsOriginIsAtMostSevenEighthsOfTheCap() {
     SimCluster c = SimCluster.of(3, 19, CONFIG);
     converge(c);
-    GossipEngine owner = c.nodes.get(0);
-    for (int b = 0; b < 10; b++) { // 300 blocks, past the cap of 200
-      owner.localSummary().onStored(blocks(b * 30, 30));
-      c.runFor(c.interval());
-    }
-    c.runFor(30 * c.interval());
-    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    GossipEngine owner = growPastTheCap(c);
     owner.localSummary().onEvicted(blocks(0, 120)); // 180: above 7/8 of the cap (175)
     c.runFor(100 * c.interval());
     for (GossipEngine e : c.nodes.subList(1, 3)) {
@@ -172,14 +175,7 @@ class TruncatedReplicaRecoveryTest {
   static long[] growShrinkAndConverge(GossipConfig config, long seed) {
     SimCluster c = SimCluster.of(3, seed, config);
     converge(c);
-    GossipEngine owner = c.nodes.get(0);
-    // grows to 300 blocks, past the cap of 200
-    for (int b = 0; b < 10; b++) {
-      owner.localSummary().onStored(blocks(b * 30, 30));
-      c.runFor(c.interval());
-    }
-    c.runFor(30 * c.interval());
-    assertTrue(truncatedAtEveryPeer(c, "node-0"));
+    GossipEngine owner = growPastTheCap(c);
     long[] installed = new long[3];
     for (int i = 1; i < 3; i++) {
       GossipEngine e = c.nodes.get(i);
