@@ -150,6 +150,7 @@ class InFlightSuppressionTest {
     n0.checkInvariants();
     n1.checkInvariants();
   }
+
   /**
    * The window runs from the oldest segment still unconfirmed, not the newest: an origin that
    * changes between every SYN of a peer that lost the first answer adds a segment each time,
@@ -159,26 +160,8 @@ class InFlightSuppressionTest {
    */
   @Test
   void aLostAnswerIsResentOnceItsWindowPassesWhileNewerDeltasKeepBeingSent() throws Exception {
-    SimulatedScheduler time = new SimulatedScheduler();
-    List<byte[]> sent = new ArrayList<>();
-    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
-    GossipEngine a = new GossipEngine(new PeerAddress("a", "sim:a"), 1, config, List.of(),
-        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
-    PeerAddress b = new PeerAddress("b", "sim:b");
-    DigestEntry bEntry = new DigestEntry("b", 1, 0, 1, 0, 0, false);
-    a.handle(b, new Ack2(1, List.of(new Update(bEntry, "sim:b", 0, List.of()))));
-    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
-    long[] from = new long[4];
-    for (int k = 0; k < 4; k++) { // one change, then b's digest still at version 0, every 60 ms
-      a.localSummary().onStored(new long[] {100 + k});
-      sent.clear();
-      a.handle(b, new Syn(k + 1, 1, List.of(bEntry, new DigestEntry("a", 1, 0, 1, 0, 0, false))));
-      Ack ack = (Ack) codec.decode(sent.get(0));
-      Update aboutA = ack.updates().stream().filter(u -> u.header().nodeId().equals("a"))
-          .findFirst().orElseThrow();
-      from[k] = aboutA.fromVersion();
-      time.advanceBy(60 * MS);
-    }
+    // one change, then b's digest still at version 0, every 60 ms
+    long[] from = fromVersionsAnswered(new long[] {0, 0, 0, 0}, new long[] {60, 60, 60, 60});
     // window: 1.5 intervals (no round trip known). At 0, 60 and 120 ms the first answer is in
     // flight (served from the end of what was sent); at 180 ms it is presumed lost
     assertEquals(0, from[0]);
@@ -186,6 +169,7 @@ class InFlightSuppressionTest {
     assertEquals(2, from[2]);
     assertEquals(0, from[3], "served from b's digest once the lost answer's window passed");
   }
+
   /**
    * A digest confirms (drops) the segments it covers, its own version's included, and the
    * window then runs from the oldest segment still unconfirmed: deltas sent 60 ms ago are still
@@ -194,6 +178,19 @@ class InFlightSuppressionTest {
    */
   @Test
   void aDigestConfirmsTheSegmentEndingAtItsVersion() throws Exception {
+    // b's digest: version 0, 0, then 1 (the first answer arrived)
+    long[] from = fromVersionsAnswered(new long[] {0, 0, 1}, new long[] {100, 60, 0});
+    assertEquals(0, from[0]);
+    assertEquals(1, from[1]);
+    assertEquals(2, from[2], "delta 2, sent 60 ms ago, is still on its way");
+  }
+
+  /**
+   * Node a (interval 100 ms) knowing peer b: for each k, a stores one block, b's SYN shows a at
+   * version {@code shown[k]}, and then {@code waitsMs[k]} pass. Returns the version each of a's
+   * answers sends a's deltas from.
+   */
+  private static long[] fromVersionsAnswered(long[] shown, long[] waitsMs) throws Exception {
     SimulatedScheduler time = new SimulatedScheduler();
     List<byte[]> sent = new ArrayList<>();
     GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
@@ -203,10 +200,8 @@ class InFlightSuppressionTest {
     DigestEntry bEntry = new DigestEntry("b", 1, 0, 1, 0, 0, false);
     a.handle(b, new Ack2(1, List.of(new Update(bEntry, "sim:b", 0, List.of()))));
     GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
-    long[] shown = {0, 0, 1}; // b's digest: version 0, 0, then 1 (the first answer arrived)
-    long[] waits = {100, 60, 0};
-    long[] from = new long[3];
-    for (int k = 0; k < 3; k++) {
+    long[] from = new long[shown.length];
+    for (int k = 0; k < shown.length; k++) {
       a.localSummary().onStored(new long[] {100 + k});
       sent.clear();
       a.handle(b, new Syn(k + 1, 1, List.of(bEntry,
@@ -214,10 +209,8 @@ class InFlightSuppressionTest {
       Ack ack = (Ack) codec.decode(sent.get(0));
       from[k] = ack.updates().stream().filter(u -> u.header().nodeId().equals("a"))
           .findFirst().orElseThrow().fromVersion();
-      time.advanceBy(waits[k] * MS);
+      time.advanceBy(waitsMs[k] * MS);
     }
-    assertEquals(0, from[0]);
-    assertEquals(1, from[1]);
-    assertEquals(2, from[2], "delta 2, sent 60 ms ago, is still on its way");
+    return from;
   }
 }
