@@ -35,6 +35,23 @@ class MembershipTest {
         .build();
   }
 
+  /**
+   * Runs a round of {@code e}, whose messages go to {@code sent}, and returns the round number
+   * of the SYN it sent (of the last, if several), failing if it sent none.
+   */
+  static long synRound(GossipEngine e, List<byte[]> sent) throws Exception {
+    e.runRound();
+    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
+    long round = -1;
+    for (byte[] p : sent) {
+      if (codec.decode(p) instanceof Syn syn) {
+        round = syn.round();
+      }
+    }
+    assertTrue(round >= 0, "the round sent a SYN");
+    return round;
+  }
+
   static PeerView peer(GossipEngine e, String id) {
     return e.view().peers().stream().filter(p -> p.address().nodeId().equals(id)).findFirst()
         .orElse(null);
@@ -307,15 +324,7 @@ class MembershipTest {
         new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
     e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
         "sim:b", 0, List.of()))));
-    e.runRound();
-    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
-    long round = -1;
-    for (byte[] p : sent) {
-      if (codec.decode(p) instanceof Syn syn) {
-        round = syn.round();
-      }
-    }
-    assertTrue(round >= 0, "the round sent b a SYN");
+    long round = synRound(e, sent);
     time.advanceBy(20_000_000);
     Ack ack = new Ack(round, 6, List.of(new Update(new DigestEntry("b", 6, 0, 1, 0, 0, false),
         "sim:b", 0, List.of())), List.of());
@@ -342,20 +351,12 @@ class MembershipTest {
     PeerAddress b = new PeerAddress("b", "sim:b");
     GossipEngine e = new GossipEngine(me, 1, config(), List.of(), time, time,
         new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
-    GossipCodec codec = new GossipCodec(65_536, GossipConfig.MAX_PEERS_LIMIT + 1);
     e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
         "sim:b", 0, List.of()))));
     long[] delays = {20_000_000, 60_000_000};
     for (int run = 0; run < 2; run++) {
       sent.clear();
-      e.runRound();
-      long round = -1;
-      for (byte[] p : sent) {
-        if (codec.decode(p) instanceof Syn syn) {
-          round = syn.round();
-        }
-      }
-      assertTrue(round >= 0, "the round sent b a SYN");
+      long round = synRound(e, sent);
       time.advanceBy(delays[run]);
       e.handle(b, new Ack(round, 5 + run, List.of(), List.of()));
       assertEquals(delays[run], peer(e, "b").rttNanos(), "run " + (5 + run));
