@@ -447,8 +447,7 @@ final class CompletionStream {
           return new EngineBusyException("request " + request.id() + ": " + message + " (code "
               + code + ": the server is overloaded)");
         }
-        if (status >= 400 && status < 500 && status != 401 && status != 403 && status != 404
-            && status != 405 && status != 408) {
+        if (OpenAiCompatibleEngine.refusesTheRequest(status)) {
           return new InvalidRequestException("request " + request.id() + ": " + message
               + " (code " + code + ": the server refuses the request)");
         }

@@ -1007,6 +1007,18 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
   }
 
+  /**
+   * Whether an error status (an answer's, or the code of an error a stream reports before any
+   * output) says the request itself is at fault, so that every engine would refuse it: a 4xx
+   * but 401 and 403 (the server refuses the node's credentials), 404 and 405 (no such endpoint,
+   * or a model the server does not serve: the node's setting; a LoRA adapter's unknown model is
+   * told apart before this), 408 (a timeout) and 429 (overload), which are retryable.
+   */
+  static boolean refusesTheRequest(long status) {
+    return status >= 400 && status < 500 && status != 401 && status != 403 && status != 404
+        && status != 405 && status != 408 && status != 429;
+  }
+
   private EngineResult parseWithin(InferenceRequest request, int status, byte[] body,
       Json.Memory memory) {
     String where = "request " + request.id();
@@ -1029,7 +1041,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
             ? "; the model server refuses the API key the node sends"
             : "; the model server refuses requests without an API key, and the node sends none";
       }
-      if (status >= 400 && status < 500 && status != 408 && status != 401 && status != 403) {
+      if (refusesTheRequest(status)) {
         throw new InvalidRequestException(detail, status);
       }
       // 408, 5xx, 401/403 (this node's credentials), and anything else that is not an answer
