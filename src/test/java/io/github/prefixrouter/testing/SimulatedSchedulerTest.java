@@ -64,6 +64,60 @@ class SimulatedSchedulerTest {
   }
 
   @Test
+  void runUntilIdleRunsAtMostMaxTasksAndSaysHowManyRan() {
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<Long> log = new ArrayList<>();
+    // a task that keeps rescheduling itself, every 10 ns: never idle (failing, not looping on,
+    // past a hundred runs)
+    Runnable[] tick = new Runnable[1];
+    tick[0] = () -> {
+      log.add(s.nanoTime());
+      assertTrue(log.size() <= 100, "ran past every bound given");
+      s.schedule(10, tick[0]);
+    };
+    s.schedule(10, tick[0]);
+    assertEquals(0, s.runUntilIdle(0), "tasks run with a bound of 0");
+    assertEquals(List.of(), log);
+    assertEquals(5, s.runUntilIdle(5), "tasks run with a bound of 5");
+    assertEquals(List.of(10L, 20L, 30L, 40L, 50L), log, "the tasks run, at their due times");
+    assertEquals(50, s.nanoTime(), "the clock at the last task run");
+    assertEquals(1, s.pendingTasks(), "the next tick, not run");
+    assertEquals(3, s.runUntilIdle(3), "tasks run with a bound of 3");
+    assertEquals(8, log.size());
+    assertEquals(8, s.executedTasks());
+
+    // fewer tasks than the bound: all of them, and their number; cancelled ones do not count
+    SimulatedScheduler t = new SimulatedScheduler();
+    t.schedule(30, () -> log.add(-30L));
+    t.schedule(10, () -> log.add(-10L));
+    Scheduler.Cancellable cancelled = t.schedule(20, () -> log.add(-20L));
+    t.schedule(40, () -> log.add(-40L));
+    assertTrue(cancelled.cancel());
+    assertEquals(3, t.runUntilIdle(100), "tasks run of 3 live ones");
+    assertEquals(List.of(-10L, -30L, -40L), log.subList(8, log.size()));
+    assertEquals(40, t.nanoTime());
+    assertEquals(0, t.runUntilIdle(100), "tasks run when idle");
+    assertFalse(t.runNext(), "a task ran when none was pending");
+  }
+
+  @Test
+  void runNextRunsOneLiveTaskAndSaysWhetherOneRan() {
+    SimulatedScheduler s = new SimulatedScheduler();
+    assertFalse(s.runNext(), "a task ran on an empty queue");
+    List<Long> log = new ArrayList<>();
+    s.schedule(5, () -> log.add(5L)).cancel();
+    assertFalse(s.runNext(), "a task ran when the only one was cancelled");
+    s.schedule(7, () -> log.add(7L));
+    s.schedule(9, () -> log.add(9L));
+    assertTrue(s.runNext());
+    assertEquals(List.of(7L), log, "one task, the first due");
+    assertEquals(7, s.nanoTime());
+    assertTrue(s.runNext());
+    assertFalse(s.runNext());
+    assertEquals(List.of(7L, 9L), log);
+  }
+
+  @Test
   void rejectsNegativeDelayAndTimeTravel() {
     SimulatedScheduler s = new SimulatedScheduler(100);
     assertThrows(IllegalArgumentException.class, () -> s.schedule(-1, () -> {}));
