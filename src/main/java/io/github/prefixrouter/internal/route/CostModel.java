@@ -8,8 +8,9 @@ import io.github.prefixrouter.spi.EngineResult;
  * <p>Design: prefill time is modelled as {@code a + b × uncachedTokens}. Only the slope {@code b}
  * matters for routing (the intercept is the same wherever a request runs), so it is fitted by
  * exponentially weighted least squares over (uncached tokens, prefill nanos) samples, which
- * stays unbiased when engines have a fixed per-request overhead, unlike a plain ratio. Until the
- * samples have enough spread in x, the configured initial slope is used. Service time (for queue
+ * stays unbiased when engines have a fixed per-request overhead, unlike a plain ratio. Until 8
+ * samples ({@link #MIN_SAMPLES}) were seen and have enough spread in x, the configured initial
+ * slope is used. Service time (for queue
  * wait) and decode time per output token are EWMAs whose first samples are plain means (weight
  * {@code max(ALPHA, 1/n)} for the n-th sample), so the first observation replaces the prior at
  * once instead of moving it by 5%. Results from every node feed the model (the fleet is assumed
@@ -27,7 +28,8 @@ import io.github.prefixrouter.spi.EngineResult;
  * exponentially weighted least squares with two variables (the intercept takes the fixed
  * overheads, the HTTP exchange's included; {@code c} takes the decode, which would otherwise
  * pass for prefill wherever longer prompts have longer answers), and {@code b} is the slope once
- * the samples' uncached counts have spread and are not tied to their output lengths (with every
+ * 8 such runs were timed and their uncached counts have spread and are not tied to their output
+ * lengths (with every
  * output of one length the output term is part of the intercept, and {@code b} is the plain
  * slope). A timed run's cached count is the engine's, else the node's estimate; without either
  * it teaches no slope. Reported prefill times, once seen, are the only source, as before.

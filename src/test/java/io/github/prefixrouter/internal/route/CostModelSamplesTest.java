@@ -23,8 +23,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The cost model keeps learning for as long as a node runs: its counts of samples saturate
- * instead of wrapping to negative numbers that would switch learning off; and what a peer says
- * of its own time on a forward is believed only up to the time the forward took.
+ * instead of wrapping to negative numbers that would switch learning off; the learned prefill
+ * slope replaces the prior at the eighth sample, not before; and what a peer says of its own
+ * time on a forward is believed only up to the time the forward took.
  */
 class CostModelSamplesTest {
 
@@ -41,6 +42,51 @@ class CostModelSamplesTest {
       m.observe(new EngineResult(new int[] {1}, "", uncached, 0, 300_000L * uncached, 1_000));
     }
     assertEquals(300_000, m.prefillNanosPerToken(), 3_000);
+  }
+
+  @Test
+  void theEighthReportedPrefillTimeReplacesThePriorNotTheSeventh() {
+    // routing.md: the slope stays the prior until 8 reported prefill times with spread fit it.
+    // Engine timings of 2 ms plus 300 µs per uncached token, the uncached counts spread from
+    // the first two on: only the count of samples holds the prior
+    CostModel m = new CostModel(100_000);
+    for (int i = 1; i <= 8; i++) {
+      int uncached = 100 * i;
+      m.observe(new EngineResult(new int[] {1}, "", uncached + 50, 50,
+          2 * RoutePlannerTest.MS + 300_000L * uncached, 1_000));
+      if (i < 8) {
+        assertEquals(100_000, m.prefillNanosPerToken(),
+            "the slope after " + i + " reported prefill times");
+      }
+    }
+    assertEquals(300_000, m.prefillNanosPerToken(), 300,
+        "the slope after 8 reported prefill times");
+  }
+
+  @Test
+  void theEighthTimedRunReplacesThePriorNotTheSeventh() {
+    // the same for an engine that reports no timings, from the node's own timing of its runs:
+    // 5 ms plus 1 ms per uncached token plus 20 ms per output token, output lengths not tied to
+    // the uncached counts; the cached count the engine's, else the node's estimate
+    int[] outputs = {3, 7, 1, 5, 8, 2, 6, 4};
+    for (boolean estimated : new boolean[] {false, true}) {
+      CostModel m = new CostModel(100_000);
+      for (int i = 1; i <= 8; i++) {
+        int uncached = 100 * i;
+        int out = outputs[i - 1];
+        long nanos = 5 * RoutePlannerTest.MS + 1_000_000L * uncached
+            + 20 * RoutePlannerTest.MS * out;
+        int cached = 1_000 - uncached;
+        m.observe(new EngineResult(new int[out], "", 1_000, estimated ? -1 : cached, -1, -1),
+            nanos, estimated ? cached : -1);
+        if (i < 8) {
+          assertEquals(100_000, m.prefillNanosPerToken(), "the slope after " + i
+              + " timed runs, cached counts " + (estimated ? "estimated" : "reported"));
+        }
+      }
+      assertEquals(1_000_000, m.prefillNanosPerToken(), 1_000, "the slope after 8 timed runs, "
+          + "cached counts " + (estimated ? "estimated" : "reported"));
+    }
   }
 
   @Test
