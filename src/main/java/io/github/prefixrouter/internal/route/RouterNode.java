@@ -622,9 +622,13 @@ public final class RouterNode implements PrefixRouterNode {
     // on it (a function that blocks, against the contract): the answer is given, so the stop
     // does not wait for it; that thread's own ending of the request then finds it ended
     for (Execution ex : live) {
+      if (!ex.done.get() || !ex.future.isDone()) {
+        continue;
+      }
+      // read after isDone: the answering thread wrote it before completing the future, so a
+      // future seen complete shows it (or null, once that thread's functions have returned)
       Thread answering = ex.answeringOn;
-      if (ex.done.get() && ex.future.isDone() && answering != null
-          && answering != Thread.currentThread()) {
+      if (answering != null && answering != Thread.currentThread()) {
         LOG.warn("node {}: the stop's grace period ended while a function depending on the "
             + "answered future of request {} was still running; the stop does not wait for it",
             nodeId, ex.request.id());
