@@ -287,6 +287,25 @@ public final class GossipEngine {
   private static final int REFRESH_WINDOW = 16;
   private static final int IN_FLIGHT_MAX_ENTRIES = 1 << 14;
   /**
+   * Intervals during which an origin a peer's digest leaves out, once its blocks were sent to
+   * that peer, gets only its header in answers to it: the peer learns the origin from the
+   * header, and once it lists it (at version 0) gets its blocks as any listed origin does; a
+   * peer that still leaves it out has no room for it ({@code maxPeers}) and refuses it, so its
+   * blocks went to it in every exchange for nothing. At most {@link #IN_FLIGHT_MAX_ENTRIES}
+   * (peer, origin) entries in all; beyond, the blocks are simply sent again.
+   */
+  private static final int UNLISTED_SPACING = 32;
+
+  /** Origins a peer's digest left out whose blocks were sent to it ({@link #unlistedSent}). */
+  private static final class UnlistedSent {
+    final long peerGeneration;
+    final Map<String, long[]> origins = new HashMap<>();
+
+    UnlistedSent(long peerGeneration) {
+      this.peerGeneration = peerGeneration;
+    }
+  }
+  /**
    * An origin's snapshot is assembled (and installs truncated) up to this many times
    * {@code maxBlocksPerPeer} blocks; one claiming more chunks starts a truncated replica from
    * its first chunk instead ({@link #startTruncated}).
@@ -482,6 +501,13 @@ public final class GossipEngine {
   private boolean sampledPushBack;
   private long relayHashes;
   private int inFlightEntries;
+  /**
+   * Per peer (a member or not: a peer may have no room here either), in the peer's generation,
+   * the origins its digest left out whose blocks were sent to it: origin -> (the origin's
+   * generation then, when); see {@link #UNLISTED_SPACING}.
+   */
+  private final Map<String, UnlistedSent> unlistedSent = new HashMap<>();
+  private int unlistedEntries;
   /** Stamps the members met in one SYN's digest or one ACK's requests, to skip repeats. */
   private long synStamp;
   private volatile int slotHighWater; // one more than the highest slot ever assigned
@@ -1056,6 +1082,7 @@ public final class GossipEngine {
       int used = 0;
       long relay = 0;
       int inFlight = 0;
+      int unlisted = 0;
       long assembled = 0;
       long chunkSlots = 0;
       for (Member m : members.values()) {
@@ -1101,6 +1128,13 @@ public final class GossipEngine {
       }
       if (inFlight != inFlightEntries || inFlight > IN_FLIGHT_MAX_ENTRIES) {
         throw new IllegalStateException("in-flight entries " + inFlightEntries + " != " + inFlight);
+      }
+      for (UnlistedSent u : unlistedSent.values()) {
+        unlisted += u.origins.size();
+      }
+      if (unlisted != unlistedEntries || unlisted > IN_FLIGHT_MAX_ENTRIES) {
+        throw new IllegalStateException(
+            "unlisted origins sent " + unlistedEntries + " != " + unlisted);
       }
       if (used + freeSlotCount != bySlot.length) {
         throw new IllegalStateException("slots leaked: " + used + " + " + freeSlotCount);
@@ -1735,8 +1769,18 @@ public final class GossipEngine {
     for (Member m : members.values()) {
       if (m.status != Status.DEAD && m.seenStamp != stamp
           && !m.nodeId.equals(from.nodeId())) {
+        if (unlistedSentLately(from.nodeId(), syn.senderGeneration(), m, now)) {
+          budget = addUpdate(updates, headerOnly(m, 0), budget);
+          continue;
+        }
+        int updatesBefore = updates.size();
+        int chunksBefore = chunks.size();
         budget = addUpdate(updates,
             serveMember(m, 0, 0, budget, from, chunks, unlisted), budget);
+        if (chunks.size() > chunksBefore || (updates.size() > updatesBefore
+            && !updates.get(updates.size() - 1).deltas().isEmpty())) {
+          rememberUnlistedSent(from.nodeId(), syn.senderGeneration(), m, now);
+        }
       }
     }
     trimRequests(requests, budget);
@@ -2277,8 +2321,60 @@ public final class GossipEngine {
     }
   }
 
+  /**
+   * Whether {@code origin}'s blocks were sent to {@code peer} (in generation
+   * {@code peerGeneration}), whose digest left the origin out, within the last
+   * {@link #UNLISTED_SPACING} intervals, in the origin's current generation.
+   */
+  private boolean unlistedSentLately(String peer, long peerGeneration, Member origin, long now) {
+    UnlistedSent u = unlistedSent.get(peer);
+    if (u == null || u.peerGeneration != peerGeneration) {
+      return false;
+    }
+    long[] at = u.origins.get(origin.nodeId);
+    return at != null && at[0] == origin.generation
+        && now - at[1] < UNLISTED_SPACING * config.intervalNanos();
+  }
+
+  /** Remembers that {@code origin}'s blocks were just sent to {@code peer}, which left it out. */
+  private void rememberUnlistedSent(String peer, long peerGeneration, Member origin, long now) {
+    UnlistedSent u = unlistedSent.get(peer);
+    if (u != null && u.peerGeneration != peerGeneration) {
+      unlistedEntries -= u.origins.size(); // the peer restarted: what it was sent is gone
+      unlistedSent.remove(peer);
+      u = null;
+    }
+    long[] at = u == null ? null : u.origins.get(origin.nodeId);
+    if (at != null) {
+      at[0] = origin.generation;
+      at[1] = now;
+      return;
+    }
+    if (unlistedEntries >= IN_FLIGHT_MAX_ENTRIES) {
+      return; // full: this peer simply gets the blocks again
+    }
+    if (u == null) {
+      u = new UnlistedSent(peerGeneration);
+      unlistedSent.put(peer, u);
+    }
+    u.origins.put(origin.nodeId, new long[] {origin.generation, now});
+    unlistedEntries++;
+  }
+
   /** Drops in-flight entries that expired or whose origin is gone or restarted. */
   private void sweepInFlight(long now) {
+    long spacing = UNLISTED_SPACING * config.intervalNanos();
+    Iterator<UnlistedSent> peers = unlistedSent.values().iterator();
+    while (peers.hasNext()) {
+      Iterator<long[]> origins = peers.next().origins.values().iterator();
+      while (origins.hasNext()) {
+        if (now - origins.next()[1] >= spacing) {
+          origins.remove();
+          unlistedEntries--;
+        }
+      }
+    }
+    unlistedSent.values().removeIf(u -> u.origins.isEmpty());
     for (Member peer : members.values()) {
       if (peer.sent == null) {
         continue;
