@@ -87,4 +87,64 @@ class ScaleBoundsTest {
     assertTrue(sent <= bound, "the idle cluster sent " + sent + " bytes of blocks in " + rounds
         + " intervals, bound " + bound + " (each origin once to each peer)");
   }
+
+  /**
+   * A formed cluster of 100 nodes in which every node's cache changes every interval: each node
+   * sends at most {@code fanout} + 2 SYNs a round, no message above {@code messageByteCap}, and
+   * once the changes stop every replica is its owner's exact set within 2 log2(N) + 3 rounds.
+   */
+  @Test
+  void aBusyClusterOfManyNodesStaysWithinItsPerRoundBoundsAndConverges() {
+    int n = 100;
+    GossipConfig config = nodeLike(1024);
+    SimCluster c = cluster(n, 5, config);
+    for (int r = 0; r < 100 && !DisseminationMatrixTest.membershipComplete(c, n); r++) {
+      c.runFor(c.interval());
+    }
+    assertTrue(DisseminationMatrixTest.membershipComplete(c, n), "the cluster did not form");
+    java.util.Map<String, long[]> syns = new java.util.HashMap<>();
+    int[] largest = new int[1];
+    c.taken = (from, p) -> {
+      if (p[0] == GossipMessage.TYPE_SYN) {
+        syns.computeIfAbsent(from.nodeId(), k -> new long[1])[0]++;
+      }
+      largest[0] = Math.max(largest[0], p.length);
+    };
+    long[] roundsBefore = new long[n];
+    for (int i = 0; i < n; i++) {
+      roundsBefore[i] = c.nodes.get(i).counter(GossipCounter.ROUNDS);
+    }
+    SplittableRandom rnd = new SplittableRandom(5);
+    long[][] held = new long[n][];
+    for (int r = 0; r < 10; r++) {
+      for (int i = 0; i < n; i++) {
+        long[] add = new long[8];
+        for (int k = 0; k < add.length; k++) {
+          add[k] = rnd.nextLong();
+        }
+        LocalSummary s = c.nodes.get(i).localSummary();
+        if (held[i] != null) {
+          s.onEvicted(held[i]);
+        }
+        s.onStored(add);
+        held[i] = add;
+      }
+      c.runFor(c.interval());
+    }
+    for (int i = 0; i < n; i++) {
+      GossipEngine e = c.nodes.get(i);
+      long rounds = e.counter(GossipCounter.ROUNDS) - roundsBefore[i];
+      long sent = syns.getOrDefault(e.self().nodeId(), new long[1])[0];
+      // the last round's spread SYNs may still be due: one round more
+      long bound = (config.fanout() + 2L) * (rounds + 1);
+      assertTrue(sent <= bound,
+          e.self().nodeId() + " sent " + sent + " SYNs in " + rounds + " rounds, bound " + bound);
+      e.checkInvariants();
+    }
+    assertTrue(largest[0] <= config.messageByteCap(),
+        "a message of " + largest[0] + " bytes, cap " + config.messageByteCap());
+    int bound = (int) Math.ceil(2 * Math.log(n) / Math.log(2) + 3);
+    int rounds = c.runUntilConverged(bound);
+    assertTrue(rounds >= 0, "not converged in " + bound + " rounds: " + c.firstDivergence());
+  }
 }
