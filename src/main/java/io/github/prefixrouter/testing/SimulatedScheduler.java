@@ -20,6 +20,13 @@ import java.util.PriorityQueue;
  * order of the rest is unchanged). So a simulation whose guard timers are almost all cancelled
  * (a node's forwarding and engine timeouts) holds memory for the live timers only, not for every
  * timer set within the longest timeout.
+ *
+ * <p>Tasks that keep rescheduling themselves at one instant never let time pass, so a loop over
+ * them never ends by itself. An interrupt of the driving thread (as a test framework's timeout
+ * sends) ends it: while the thread is interrupted, {@link #runNext()}, and so every loop that
+ * calls it ({@link #advanceTo}, {@link #advanceBy}, {@link #runUntilIdle} or a test's own),
+ * throws {@link IllegalStateException} instead of running a task, leaving the interrupt status
+ * set. With no task to run, they return as usual.
  */
 public final class SimulatedScheduler implements Clock, Scheduler {
 
@@ -69,21 +76,24 @@ public final class SimulatedScheduler implements Clock, Scheduler {
    * Runs the next due task, advancing time to it.
    *
    * @return true if a task ran, false if none is pending
+   * @throws IllegalStateException instead of running a task while the running thread is
+   *     interrupted (the interrupt status is kept)
    */
   public boolean runNext() {
-    Task t;
-    while ((t = queue.poll()) != null) {
-      if (t.cancelled) {
-        cancelledQueued--;
-        continue;
-      }
-      now = Math.max(now, t.due);
-      t.done = true;
-      executed++;
-      t.task.run();
-      return true;
+    Task t = peekLive();
+    if (t == null) {
+      return false;
     }
-    return false;
+    if (Thread.currentThread().isInterrupted()) {
+      throw new IllegalStateException("interrupted at simulated time " + now + " ns, after "
+          + executed + " tasks, with " + pendingTasks() + " pending; no more tasks run");
+    }
+    queue.poll();
+    now = Math.max(now, t.due);
+    t.done = true;
+    executed++;
+    t.task.run();
+    return true;
   }
 
   /**
@@ -93,6 +103,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
    *
    * @param timeNanos the time to reach, in nanoseconds
    * @throws IllegalArgumentException if {@code timeNanos} is before the current time
+   * @throws IllegalStateException instead of running a task while the running thread is
+   *     interrupted (see {@link #runNext()})
    */
   public void advanceTo(long timeNanos) {
     if (timeNanos < now) {
@@ -116,6 +128,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
    *
    * @param nanos how far to advance, {@code >= 0}
    * @throws IllegalArgumentException if {@code nanos} is negative
+   * @throws IllegalStateException instead of running a task while the running thread is
+   *     interrupted (see {@link #runNext()})
    */
   public void advanceBy(long nanos) {
     if (nanos < 0) {
@@ -134,6 +148,8 @@ public final class SimulatedScheduler implements Clock, Scheduler {
    *
    * @param maxTasks the most tasks to run (a bound for tasks that keep rescheduling themselves)
    * @return the number of tasks run
+   * @throws IllegalStateException instead of running a task while the running thread is
+   *     interrupted (see {@link #runNext()})
    */
   public long runUntilIdle(long maxTasks) {
     long n = 0;

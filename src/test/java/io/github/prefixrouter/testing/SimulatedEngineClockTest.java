@@ -98,6 +98,9 @@ class SimulatedEngineClockTest {
         sim.advanceTo(end);
         return;
       } catch (Throwable x) {
+        if (Thread.currentThread().isInterrupted()) {
+          throw new AssertionError("interrupted (the test timed out)", x);
+        }
         problems.add(at + "a scheduler task threw " + x);
       }
     }

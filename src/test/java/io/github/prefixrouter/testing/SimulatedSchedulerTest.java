@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.spi.Scheduler;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 
 class SimulatedSchedulerTest {
@@ -153,5 +154,71 @@ class SimulatedSchedulerTest {
     sim.advanceBy(100);
     assertEquals(1, ran[0]);
     assertEquals(Long.MAX_VALUE, sim.nanoTime());
+  }
+
+  @Test
+  void anInterruptedThreadStopsEveryRunLoopAndKeepsItsInterrupt() {
+    // a task that reschedules itself at the same instant never lets time pass: a loop over it
+    // ends only when the thread is interrupted (as a test method's timeout does), and then it
+    // must end, not hold the whole test run
+    List<Consumer<SimulatedScheduler>> loops = List.of(
+        s -> {
+          while (s.runNext()) {
+            // until idle
+          }
+        },
+        s -> s.advanceTo(5),
+        s -> s.advanceBy(5),
+        s -> s.runUntilIdle(Long.MAX_VALUE));
+    for (Consumer<SimulatedScheduler> loop : loops) {
+      SimulatedScheduler s = new SimulatedScheduler();
+      long[] runs = {0};
+      Runnable[] spin = new Runnable[1];
+      spin[0] = () -> {
+        if (++runs[0] == 1_000) {
+          Thread.currentThread().interrupt();
+        }
+        assertTrue(runs[0] <= 1_000, "a task ran after the thread was interrupted");
+        s.schedule(0, spin[0]);
+      };
+      s.schedule(0, spin[0]);
+      IllegalStateException e;
+      boolean interrupted;
+      try {
+        e = assertThrows(IllegalStateException.class, () -> loop.accept(s));
+      } finally {
+        interrupted = Thread.interrupted(); // never left set for the next test
+      }
+      assertTrue(interrupted, "the interrupt status was cleared");
+      assertTrue(e.getMessage().contains("interrupted"), e.getMessage());
+      assertEquals(1_000, runs[0], "tasks run");
+      assertEquals(0, s.nanoTime(), "the clock left the instant the tasks were stuck at");
+      assertEquals(1, s.pendingTasks(), "the task the last run scheduled");
+    }
+
+    // interrupted before a run: no task runs; with none due, time passes as usual; once the
+    // interrupt is cleared, the task runs
+    SimulatedScheduler s = new SimulatedScheduler();
+    List<Long> log = new ArrayList<>();
+    s.schedule(10, () -> log.add(s.nanoTime()));
+    Thread.currentThread().interrupt();
+    try {
+      s.advanceTo(5);
+      assertEquals(5, s.nanoTime());
+      assertThrows(IllegalStateException.class, s::runNext);
+      assertThrows(IllegalStateException.class, () -> s.advanceBy(5));
+      assertTrue(Thread.currentThread().isInterrupted(), "the interrupt status was cleared");
+    } finally {
+      Thread.interrupted();
+    }
+    assertEquals(List.of(), log);
+    assertEquals(1, s.runUntilIdle(10));
+    assertEquals(List.of(10L), log);
+    Thread.currentThread().interrupt();
+    try {
+      assertFalse(s.runNext(), "a task ran on an empty queue");
+    } finally {
+      Thread.interrupted();
+    }
   }
 }

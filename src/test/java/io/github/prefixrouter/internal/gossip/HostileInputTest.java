@@ -478,6 +478,9 @@ class HostileInputTest {
           break;
         }
       } catch (Throwable t) {
+        if (Thread.currentThread().isInterrupted()) {
+          throw new AssertionError("interrupted (the test timed out)", t);
+        }
         escaped.add(t);
       }
     }
