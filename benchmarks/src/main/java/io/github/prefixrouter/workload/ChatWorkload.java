@@ -94,8 +94,9 @@ public final class ChatWorkload {
    * "Answer:") of at most {@code maxUserChars} characters.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, has no
-   *     {@code dev/*_dev.csv} file, or a subject's file is missing, is not valid CSV or has a row
-   *     without six columns (the message names the file), or no question is short enough
+   *     {@code dev/*_dev.csv} file, or a subject's file is missing, is not valid UTF-8 or not
+   *     valid CSV or has a row without six columns (the message names the file), or no question
+   *     is short enough
    * @throws UncheckedIOException if a file cannot be read
    */
   public static ChatWorkload mmlu(Path dir, int maxSystemChars, int maxUserChars, int maxQuestions) {

@@ -5,7 +5,12 @@ import com.knuddels.jtokkit.api.Encoding;
 import com.knuddels.jtokkit.api.EncodingType;
 import java.io.IOException;
 import java.io.Reader;
+import java.io.StringReader;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CoderResult;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -73,9 +78,9 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     is missing, is not valid CSV, has a row without six columns, or (test file) has no row
-   *     or a question whose prompt's tokens do not start with the shared prefix's; the message
-   *     names the file
+   *     is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, or (test
+   *     file) has no row or a question whose prompt's tokens do not start with the shared
+   *     prefix's; the message names the file
    * @throws UncheckedIOException if a file cannot be read
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
@@ -213,13 +218,13 @@ public final class MmluPrompts implements PromptSource {
   /**
    * The rows of an MMLU file, each checked to have the six columns.
    *
-   * @throws IllegalArgumentException if the file is missing, is not valid CSV or has a row without
-   *     six columns; the message names the file
+   * @throws IllegalArgumentException if the file is missing, is not valid UTF-8 or not valid CSV,
+   *     or has a row without six columns; the message names the file
    * @throws UncheckedIOException if the file cannot be read
    */
   static List<CSVRecord> read(Path file) {
     List<CSVRecord> rows;
-    try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+    try (Reader in = new StringReader(text(file))) {
       rows = CSV.parse(in).getRecords();
     } catch (NoSuchFileException e) {
       throw new IllegalArgumentException("missing MMLU file " + file.toAbsolutePath(), e);
@@ -241,6 +246,33 @@ public final class MmluPrompts implements PromptSource {
       }
     }
     return rows;
+  }
+
+  /**
+   * The file's text, decoded as UTF-8; bytes that are not UTF-8 are refused with the line they
+   * are on (a reader would replace them, or fail without naming the file).
+   */
+  private static String text(Path file) throws IOException {
+    byte[] bytes = Files.readAllBytes(file);
+    ByteBuffer in = ByteBuffer.wrap(bytes);
+    CharBuffer out = CharBuffer.allocate(bytes.length);
+    CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder();
+    CoderResult r = decoder.decode(in, out, true);
+    if (!r.isError()) {
+      r = decoder.flush(out);
+    }
+    if (r.isError()) {
+      int at = in.position();
+      int line = 1;
+      for (int i = 0; i < at; i++) {
+        if (bytes[i] == '\n') {
+          line++;
+        }
+      }
+      throw new IllegalArgumentException("MMLU file " + file.toAbsolutePath()
+          + " is not valid UTF-8: line " + line + " (byte " + at + ")");
+    }
+    return out.flip().toString();
   }
 
   private static IllegalArgumentException malformed(Path file, CSVException e) {

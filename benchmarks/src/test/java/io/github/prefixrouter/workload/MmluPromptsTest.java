@@ -8,6 +8,7 @@ import com.knuddels.jtokkit.Encodings;
 import com.knuddels.jtokkit.api.Encoding;
 import com.knuddels.jtokkit.api.EncodingType;
 import com.knuddels.jtokkit.api.IntArrayList;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -89,4 +90,14 @@ class MmluPromptsTest {
     assertTrue(decode(p.prompt(0, 0)).endsWith("Answer: A\n\n \nWhich?\nA. a\nB. b\nC. c\n"
         + "D. d\nAnswer:"));
   }
+
+  @Test
+  void bytesThatAreNotUtf8AreRejectedWithTheirFileAndLine(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n");
+    byte[] latin1 = "q1,a,b,c,d,A\nq2 caf\u00e9,a,b,c,d,B\n".getBytes(StandardCharsets.ISO_8859_1);
+    Files.write(dir.resolve("test/x_test.csv"), latin1);
+    assertRejectedNaming(dir, "x_test.csv", "not valid UTF-8");
+    assertRejectedNaming(dir, "x_test.csv", "line 2");
+  }
+
 }
