@@ -28,7 +28,8 @@ import org.apache.commons.csv.CSVRecord;
  *
  * <p>Reads {@code dev/<subject>_dev.csv} (the 5 shots) and {@code test/<subject>_test.csv} (the
  * questions) from an MMLU directory, CSV without header, six columns (question, A, B, C, D,
- * answer letter); a field in double quotes may hold commas, line breaks and doubled quotes.
+ * answer letter), UTF-8 with or without a byte order mark; a field in double quotes may hold
+ * commas, line breaks and doubled quotes.
  * The prompt of a test question is the standard 5-shot layout:
  *
  * <pre>
@@ -249,8 +250,9 @@ public final class MmluPrompts implements PromptSource {
   }
 
   /**
-   * The file's text, decoded as UTF-8; bytes that are not UTF-8 are refused with the line they
-   * are on (a reader would replace them, or fail without naming the file).
+   * The file's text, decoded as UTF-8, without a leading byte order mark; bytes that are not
+   * UTF-8 are refused with the line they are on (a reader would replace them, or fail without
+   * naming the file).
    */
   private static String text(Path file) throws IOException {
     byte[] bytes = Files.readAllBytes(file);
@@ -272,7 +274,11 @@ public final class MmluPrompts implements PromptSource {
       throw new IllegalArgumentException("MMLU file " + file.toAbsolutePath()
           + " is not valid UTF-8: line " + line + " (byte " + at + ")");
     }
-    return out.flip().toString();
+    out.flip();
+    if (out.hasRemaining() && out.get(0) == '\uFEFF') {
+      out.position(1); // a byte order mark, which editors on Windows write, is no text
+    }
+    return out.toString();
   }
 
   private static IllegalArgumentException malformed(Path file, CSVException e) {

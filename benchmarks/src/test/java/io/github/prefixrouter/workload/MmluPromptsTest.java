@@ -100,4 +100,13 @@ class MmluPromptsTest {
     assertRejectedNaming(dir, "x_test.csv", "line 2");
   }
 
+  @Test
+  void aByteOrderMarkIsNotPartOfTheFirstQuestion(@TempDir Path tmp) throws Exception {
+    MmluPrompts p = MmluPrompts.load(mmlu(tmp, "\uFEFFq,a,b,c,d,A\n", "\uFEFFq1,a,b,c,d,B\n"));
+    assertEquals(
+        "The following are multiple choice questions (with answers) about x.\n\n"
+            + "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n"
+            + "q1\nA. a\nB. b\nC. c\nD. d\nAnswer:",
+        decode(p.prompt(0, 0)));
+  }
 }
