@@ -27,7 +27,8 @@ public final class PaperMain {
         --mmlu DIR               build real MMLU 5-shot prompts from DIR (else MMLU-shaped generator)
         --seed N                 master seed (default 42)
         --nodes N                number of nodes (default 4)
-        --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5)
+        --rate R                 cluster-wide Poisson arrival rate, requests/s (default 4.5,
+                                 at least 0.001)
         --requests N             requests per run, warm-up included (default 7500, at
                                  most 1,000,000)
         --warmup N               first requests not measured (default 20%% of requests)

@@ -1,6 +1,7 @@
 package io.github.prefixrouter.sim;
 
 import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.bench.Flags;
 import io.github.prefixrouter.bench.ResultsJson;
 import java.nio.file.Path;
 import java.util.List;
@@ -12,7 +13,8 @@ import java.util.function.Function;
  *
  * @param seed master seed: workload, network jitter, node randomness and baselines derive from it
  * @param nodes number of nodes
- * @param ratePerSecond cluster-wide Poisson arrival rate, requests per simulated second
+ * @param ratePerSecond cluster-wide Poisson arrival rate, requests per simulated second, at
+ *     least {@link Flags#MIN_RATE} (the arrivals of a run then fit the simulated clock)
  * @param requests requests per run, warm-up included, at most {@link #MAX_REQUESTS}
  * @param warmupRequests first requests of each run that are executed but not measured
  * @param zipfExponent exponent of the subject popularity of the skewed distribution
@@ -97,6 +99,11 @@ public record SimConfig(
     }
     if (!(ratePerSecond > 0) || Double.isInfinite(ratePerSecond)) {
       throw new IllegalArgumentException("rate must be > 0 requests/s, was " + ratePerSecond);
+    }
+    if (ratePerSecond < Flags.MIN_RATE) {
+      // below it the arrivals of a long run pass a long of nanoseconds: every request failed
+      throw new IllegalArgumentException("rate must be at least " + Flags.MIN_RATE
+          + " requests/s, was " + ratePerSecond);
     }
     if (requests < 1 || requests > MAX_REQUESTS) {
       throw new IllegalArgumentException("requests must be >= 1 and <= " + MAX_REQUESTS

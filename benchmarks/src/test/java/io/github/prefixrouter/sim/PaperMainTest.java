@@ -78,6 +78,24 @@ class PaperMainTest {
     assertTrue(run.err().startsWith("error: --requests must be at most 1000000"), run.err());
   }
 
+  /**
+   * A rate so low that the run's arrivals pass the simulated clock's range (a long of
+   * nanoseconds) is refused, even with a window wide enough for few windows: it ran, and
+   * reported every request of every policy failed.
+   */
+  @Test
+  void aRateTooLowForTheSimulatedClockIsRefusedBeforeAnythingRuns() throws Exception {
+    for (String[] args : new String[][] {{"--rate", "1e-300", "--window", "1e300"},
+        {"--rate", "0.0009", "--window", "1e9"}}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> PaperMain.parse(args), String.join(" ", args));
+      assertEquals("rate must be at least 0.001 requests/s, was " + Double.parseDouble(args[1]),
+          e.getMessage());
+    }
+    assertEquals(0.001, PaperMain.parse(new String[] {"--rate", "0.001", "--window", "1e9"})
+        .config().ratePerSecond());
+  }
+
   @Test
   void aTimelineWindowTooSmallToCountIsRejectedBeforeAnythingRuns() throws Exception {
     // 0.1 ns rounds to a 0 ns window (a division by zero at the end of every run); 1 us makes
