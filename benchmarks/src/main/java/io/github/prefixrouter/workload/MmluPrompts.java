@@ -26,10 +26,10 @@ import org.apache.commons.csv.CSVRecord;
 /**
  * Real MMLU 5-shot prompts, tokenized with cl100k_base (jtokkit).
  *
- * <p>Reads {@code dev/<subject>_dev.csv} (the 5 shots) and {@code test/<subject>_test.csv} (the
- * questions) from an MMLU directory, CSV without header, six columns (question, A, B, C, D,
- * answer letter), UTF-8 with or without a byte order mark; a field in double quotes may hold
- * commas, line breaks and doubled quotes.
+ * <p>Reads {@code dev/<subject>_dev.csv} (its first 5 rows are the shots, at least 5 needed)
+ * and {@code test/<subject>_test.csv} (the questions) from an MMLU directory, CSV without
+ * header, six columns (question, A, B, C, D, answer letter), UTF-8 with or without a byte
+ * order mark; a field in double quotes may hold commas, line breaks and doubled quotes.
  * The prompt of a test question is the standard 5-shot layout:
  *
  * <pre>
@@ -57,6 +57,9 @@ public final class MmluPrompts implements PromptSource {
 
   private static final CSVFormat CSV = CSVFormat.DEFAULT.builder().build();
 
+  /** Dev questions every prompt shows as answered examples: MMLU's standard 5 shots. */
+  static final int SHOTS = 5;
+
   private final Path dir;
   private final String[] names;
   private final int[][] prefixes;
@@ -79,9 +82,10 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, or (test
-   *     file) has no row or a question whose prompt's tokens do not start with the shared
-   *     prefix's; the message names the file
+   *     is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, (dev
+   *     file) has fewer than 5 rows or a shot whose answer is not A to D, or (test file) has no
+   *     row or a question whose prompt's tokens do not start with the shared prefix's; the
+   *     message names the file
    * @throws UncheckedIOException if a file cannot be read
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
@@ -123,7 +127,7 @@ public final class MmluPrompts implements PromptSource {
     List<List<CSVRecord>> shotsOf = new ArrayList<>(n);
     List<List<CSVRecord>> testsOf = new ArrayList<>(n);
     for (String subject : subjects) {
-      shotsOf.add(read(devDir.resolve(subject + "_dev.csv")));
+      shotsOf.add(shots(devDir.resolve(subject + "_dev.csv")));
       Path testFile = testDir.resolve(subject + "_test.csv");
       List<CSVRecord> tests = read(testFile);
       if (tests.isEmpty()) {
@@ -214,6 +218,32 @@ public final class MmluPrompts implements PromptSource {
           "MMLU row " + r.getRecordNumber() + " has " + r.size() + " columns, expected 6");
     }
     return r.get(i);
+  }
+
+  /**
+   * The shots of a dev file: its first {@value #SHOTS} rows, as the standard 5-shot evaluation
+   * takes them, each answered with a letter A to D.
+   *
+   * @throws IllegalArgumentException if the file cannot be {@linkplain #read read}, has fewer
+   *     rows, or a shot's answer is not one letter A to D (a line cut short after its fifth
+   *     comma); the message names the file
+   */
+  static List<CSVRecord> shots(Path file) {
+    List<CSVRecord> rows = read(file);
+    if (rows.size() < SHOTS) {
+      throw new IllegalArgumentException("MMLU file " + file.toAbsolutePath() + " has "
+          + rows.size() + " rows, expected the " + SHOTS + " dev questions of a " + SHOTS
+          + "-shot prompt");
+    }
+    List<CSVRecord> shots = rows.subList(0, SHOTS);
+    for (CSVRecord r : shots) {
+      String answer = r.get(5);
+      if (answer.length() != 1 || "ABCD".indexOf(answer.charAt(0)) < 0) {
+        throw new IllegalArgumentException("MMLU file " + file.toAbsolutePath() + ": row "
+            + r.getRecordNumber() + ": the answer is '" + answer + "', expected A, B, C or D");
+      }
+    }
+    return shots;
   }
 
   /**

@@ -85,7 +85,7 @@ class LoadGeneratorMainTest {
   void aGivenMmluDirectoryIsLoadedAndNoneMeansTheGenerator(@TempDir Path tmp) throws Exception {
     Files.createDirectories(tmp.resolve("dev"));
     Files.createDirectories(tmp.resolve("test"));
-    Files.writeString(tmp.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
+    Files.writeString(tmp.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n".repeat(5));
     Files.writeString(tmp.resolve("test/x_test.csv"), "q1,a,b,c,d,B\n");
     assertTrue(LoadGeneratorMain.tokenPrompts(tmp.toString(), 1).description()
         .startsWith("MMLU 5-shot prompts from"));

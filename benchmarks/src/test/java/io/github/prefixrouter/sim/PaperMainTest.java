@@ -302,7 +302,7 @@ class PaperMainTest {
     Path mmlu = dir.resolve("mmlu");
     Files.createDirectories(mmlu.resolve("dev"));
     Files.createDirectories(mmlu.resolve("test"));
-    Files.writeString(mmlu.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
+    Files.writeString(mmlu.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n".repeat(5));
     Files.writeString(mmlu.resolve("test/x_test.csv"), "\"\nWhich?\",a,b,c,d,B\n");
     Run run = execute("--mmlu", mmlu.toString(), "--out", dir.resolve("out").toString());
     assertEquals(2, run.code());

@@ -17,6 +17,12 @@ import org.junit.jupiter.api.io.TempDir;
 /** The MMLU loader on small hand-written files: CSV quoting, and bad files named in the error. */
 class MmluPromptsTest {
 
+  /** Five dev questions, the shots of every prompt. */
+  private static final String DEV = "q,a,b,c,d,A\n".repeat(5);
+
+  /** The four shots {@link #DEV}'s rows make after a first one, as the prompt shows them. */
+  private static final String FOUR_SHOTS = "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n".repeat(4);
+
   private static Path mmlu(Path root, String dev, String test) throws Exception {
     Files.createDirectories(root.resolve("dev"));
     Files.createDirectories(root.resolve("test"));
@@ -36,7 +42,7 @@ class MmluPromptsTest {
 
   @Test
   void quotedFieldsKeepTheirCommasLineBreaksAndQuotes(@TempDir Path tmp) throws Exception {
-    Path dir = mmlu(tmp, "\"2, 3 or 4?\",2,3,4,5,A\n",
+    Path dir = mmlu(tmp, "\"2, 3 or 4?\",2,3,4,5,A\n" + "q,a,b,c,d,A\n".repeat(4),
         "\"Which, of these\nlines is \"\"quoted\"\"?\",one,\"two, three\",four,five,B\n");
     MmluPrompts p = MmluPrompts.load(dir);
     assertEquals(1, p.subjectCount());
@@ -44,6 +50,7 @@ class MmluPromptsTest {
     assertEquals(
         "The following are multiple choice questions (with answers) about x.\n\n"
             + "2, 3 or 4?\nA. 2\nB. 3\nC. 4\nD. 5\nAnswer: A\n\n"
+            + FOUR_SHOTS
             + "Which, of these\nlines is \"quoted\"?\nA. one\nB. two, three\nC. four\nD. five\n"
             + "Answer:",
         decode(p.prompt(0, 0)));
@@ -58,13 +65,13 @@ class MmluPromptsTest {
 
   @Test
   void aTestFileWithoutQuestionsIsRejectedByName(@TempDir Path tmp) throws Exception {
-    assertRejectedNaming(mmlu(tmp, "q,a,b,c,d,A\n", ""), "x_test.csv", "no questions");
+    assertRejectedNaming(mmlu(tmp, DEV, ""), "x_test.csv", "no questions");
   }
 
   @Test
   void aRowWithoutSixColumnsIsRejectedWithItsFile(@TempDir Path tmp) throws Exception {
     assertRejectedNaming(
-        mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\nq2,a,b,c,d\n"), "x_test.csv", "row 2 has 5");
+        mmlu(tmp, DEV, "q1,a,b,c,d,A\nq2,a,b,c,d\n"), "x_test.csv", "row 2 has 5");
     assertRejectedNaming(
         mmlu(tmp, "q,a,b,c,d,A,extra\n", "q1,a,b,c,d,A\n"), "x_dev.csv", "row 1 has 7");
   }
@@ -72,7 +79,7 @@ class MmluPromptsTest {
   @Test
   void malformedCsvIsRejectedWithItsFile(@TempDir Path tmp) throws Exception {
     assertRejectedNaming(
-        mmlu(tmp, "q,a,b,c,d,A\n", "\"unterminated,a,b,c,d,A\n"), "x_test.csv", "not valid CSV");
+        mmlu(tmp, DEV, "\"unterminated,a,b,c,d,A\n"), "x_test.csv", "not valid CSV");
   }
 
   @Test
@@ -82,18 +89,18 @@ class MmluPromptsTest {
     // ("\n\n" + "\n" is one token), so the prompt does not start with the shared prefix
     for (String q : new String[] {"\nWhich?", "\n\nWhich?"}) {
       assertRejectedNaming(
-          mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n\"" + q + "\",a,b,c,d,B\n"), "x_test.csv",
+          mmlu(tmp, DEV, "q1,a,b,c,d,A\n\"" + q + "\",a,b,c,d,B\n"), "x_test.csv",
           "row 2");
     }
     // other leading blanks do not merge: the question loads
-    MmluPrompts p = MmluPrompts.load(mmlu(tmp, "q,a,b,c,d,A\n", "\" \nWhich?\",a,b,c,d,B\n"));
+    MmluPrompts p = MmluPrompts.load(mmlu(tmp, DEV, "\" \nWhich?\",a,b,c,d,B\n"));
     assertTrue(decode(p.prompt(0, 0)).endsWith("Answer: A\n\n \nWhich?\nA. a\nB. b\nC. c\n"
         + "D. d\nAnswer:"));
   }
 
   @Test
   void bytesThatAreNotUtf8AreRejectedWithTheirFileAndLine(@TempDir Path tmp) throws Exception {
-    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n");
+    Path dir = mmlu(tmp, DEV, "q1,a,b,c,d,A\n");
     byte[] latin1 = "q1,a,b,c,d,A\nq2 caf\u00e9,a,b,c,d,B\n".getBytes(StandardCharsets.ISO_8859_1);
     Files.write(dir.resolve("test/x_test.csv"), latin1);
     assertRejectedNaming(dir, "x_test.csv", "not valid UTF-8");
@@ -102,10 +109,36 @@ class MmluPromptsTest {
 
   @Test
   void aByteOrderMarkIsNotPartOfTheFirstQuestion(@TempDir Path tmp) throws Exception {
-    MmluPrompts p = MmluPrompts.load(mmlu(tmp, "\uFEFFq,a,b,c,d,A\n", "\uFEFFq1,a,b,c,d,B\n"));
+    MmluPrompts p = MmluPrompts.load(mmlu(tmp, "\uFEFF" + DEV, "\uFEFFq1,a,b,c,d,B\n"));
     assertEquals(
         "The following are multiple choice questions (with answers) about x.\n\n"
-            + "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n"
+            + "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n" + FOUR_SHOTS
+            + "q1\nA. a\nB. b\nC. c\nD. d\nAnswer:",
+        decode(p.prompt(0, 0)));
+  }
+
+  @Test
+  void aDevFileWithoutFiveShotsIsRejectedByName(@TempDir Path tmp) throws Exception {
+    assertRejectedNaming(mmlu(tmp, "q,a,b,c,d,A\n".repeat(3), "q1,a,b,c,d,A\n"), "x_dev.csv",
+        "has 3 rows, expected the 5 dev questions");
+    assertRejectedNaming(mmlu(tmp, "", "q1,a,b,c,d,A\n"), "x_dev.csv", "has 0 rows");
+  }
+
+  @Test
+  void aShotWhoseAnswerIsNotALetterIsRejectedWithItsFileAndRow(@TempDir Path tmp)
+      throws Exception {
+    // a last line cut short after its fifth comma still has six columns, the answer empty
+    assertRejectedNaming(mmlu(tmp, "q,a,b,c,d,A\n".repeat(4) + "q,a,b,c,d,", "q1,a,b,c,d,A\n"),
+        "x_dev.csv", "row 5: the answer is '', expected A, B, C or D");
+  }
+
+  @Test
+  void theFirstFiveDevQuestionsAreTheShots(@TempDir Path tmp) throws Exception {
+    MmluPrompts p = MmluPrompts.load(
+        mmlu(tmp, "q,a,b,c,d,A\n".repeat(5) + "sixth,a,b,c,d,B\n", "q1,a,b,c,d,A\n"));
+    assertEquals(
+        "The following are multiple choice questions (with answers) about x.\n\n"
+            + "q\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n".repeat(5)
             + "q1\nA. a\nB. b\nC. c\nD. d\nAnswer:",
         decode(p.prompt(0, 0)));
   }

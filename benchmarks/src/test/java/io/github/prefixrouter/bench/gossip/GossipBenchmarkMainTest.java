@@ -85,7 +85,7 @@ class GossipBenchmarkMainTest {
   void aGivenMmluDirectoryIsLoaded(@TempDir Path tmp) throws Exception {
     Files.createDirectories(tmp.resolve("dev"));
     Files.createDirectories(tmp.resolve("test"));
-    Files.writeString(tmp.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n");
+    Files.writeString(tmp.resolve("dev/x_dev.csv"), "q,a,b,c,d,A\n".repeat(5));
     Files.writeString(tmp.resolve("test/x_test.csv"), "q1,a,b,c,d,B\n");
     PromptSource p = GossipBenchmarkMain.prompts(tmp, 1);
     assertEquals(1, p.subjectCount());
