@@ -82,7 +82,7 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, (dev
+   *     (dev or test) is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, (dev
    *     file) has fewer than 5 rows or a shot whose answer is not A to D, or (test file) has no
    *     row or a question whose prompt's tokens do not start with the shared prefix's; the
    *     message names the file
@@ -121,6 +121,22 @@ public final class MmluPrompts implements PromptSource {
     }
     if (subjects.isEmpty()) {
       throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
+    }
+    // a subject is listed by its dev file: one whose dev file is missing would be left out
+    try (Stream<Path> files = Files.list(testDir)) {
+      files.map(p -> p.getFileName().toString())
+          .filter(f -> f.endsWith("_test.csv"))
+          .map(f -> f.substring(0, f.length() - "_test.csv".length()))
+          .filter(s -> !subjects.contains(s))
+          .sorted()
+          .findFirst()
+          .ifPresent(s -> {
+            throw new IllegalArgumentException("missing MMLU file "
+                + devDir.resolve(s + "_dev.csv").toAbsolutePath() + ", the shots of "
+                + testDir.resolve(s + "_test.csv").toAbsolutePath());
+          });
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
     }
     int n = subjects.size();
     // read and check every file first, in this thread, so a bad file is reported as itself

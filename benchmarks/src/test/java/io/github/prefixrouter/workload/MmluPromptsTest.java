@@ -142,4 +142,11 @@ class MmluPromptsTest {
             + "q1\nA. a\nB. b\nC. c\nD. d\nAnswer:",
         decode(p.prompt(0, 0)));
   }
+
+  @Test
+  void aTestFileWithoutItsDevFileIsRejectedByName(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, DEV, "q1,a,b,c,d,A\n");
+    Files.writeString(dir.resolve("test/y_test.csv"), "q1,a,b,c,d,A\n");
+    assertRejectedNaming(dir, "y_dev.csv", "missing MMLU file");
+  }
 }
