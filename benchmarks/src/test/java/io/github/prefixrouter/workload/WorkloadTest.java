@@ -51,6 +51,41 @@ class WorkloadTest {
     assertTrue(ms >= 65 && ms <= 75, "median suffix " + ms);
   }
 
+  /**
+   * The main job's generator (seed 42) against docs/simulator.md: 57 subjects of 250 questions,
+   * prefixes of 200 to 2,400 tokens with median 400 and 32k tokens in all, questions of median
+   * 70 and mean 79 tokens, ids over the whole 100,000-token vocabulary.
+   */
+  @Test
+  void theMainJobsGeneratorHasTheDocumentedShape() {
+    SyntheticMmluPrompts p = SyntheticMmluPrompts.create(42);
+    assertEquals(57, p.subjectCount());
+    int[] prefix = new int[57];
+    int total = 0;
+    int[] suffix = new int[57 * 250];
+    long suffixSum = 0;
+    int maxId = 0;
+    for (int s = 0; s < 57; s++) {
+      assertEquals(250, p.promptCount(s));
+      prefix[s] = p.sharedPrefixLength(s);
+      total += prefix[s];
+      for (int q = 0; q < 250; q++) {
+        suffix[s * 250 + q] = p.suffixLength(s, q);
+        suffixSum += p.suffixLength(s, q);
+        for (int t : p.prompt(s, q)) {
+          maxId = Math.max(maxId, t);
+        }
+      }
+    }
+    assertTrue(Arrays.stream(prefix).min().getAsInt() >= 200, "min prefix");
+    assertTrue(Arrays.stream(prefix).max().getAsInt() <= 2400, "max prefix");
+    assertEquals(400, median(prefix), 10, "median prefix");
+    assertEquals(32_000, total, 1_000, "all 57 prefixes");
+    assertEquals(70, median(suffix), 2, "median question");
+    assertEquals(79, (double) suffixSum / suffix.length, 2, "mean question");
+    assertTrue(maxId >= 99_900 && maxId < 100_000, "largest id " + maxId);
+  }
+
   @Test
   void syntheticPromptsStartWithTheirSubjectPrefixAndAreSeeded() {
     SyntheticMmluPrompts a = SyntheticMmluPrompts.create(3, 5);
