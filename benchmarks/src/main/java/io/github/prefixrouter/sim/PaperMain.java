@@ -133,8 +133,8 @@ public final class PaperMain {
    * Parses the flags; returns null for {@code --help}.
    *
    * @throws IllegalArgumentException for an unknown flag (wherever it stands), an argument that
-   *     is no flag's value, a flag given twice or without its value, or a value that is not a
-   *     number or is out of range
+   *     is no flag's value, a flag given twice or without its value, a value that is not a
+   *     number or is out of range, or an {@code --out} that is a file or lies under one
    */
   static Options parse(String[] args) {
     SimConfig d = SimConfig.defaults();
@@ -227,6 +227,16 @@ public final class PaperMain {
     if (Files.exists(outDir) && !Files.isDirectory(outDir)) {
       // checked now: the JSON and charts are written only after the whole simulation
       throw new IllegalArgumentException("--out " + outDir + " exists and is not a directory");
+    }
+    for (Path p = outDir.toAbsolutePath().getParent(); p != null; p = p.getParent()) {
+      if (Files.exists(p)) {
+        // the nearest existing parent: a file there leaves no way to make the directory
+        if (!Files.isDirectory(p)) {
+          throw new IllegalArgumentException(
+              "--out " + outDir + ": " + p + " exists and is not a directory");
+        }
+        break;
+      }
     }
     EngineProfile engine =
         new EngineProfile(

@@ -196,6 +196,25 @@ class PaperMainTest {
     assertTrue(e.getMessage().contains("--out " + file), e.getMessage());
   }
 
+  /**
+   * An output directory that cannot be made, because a file stands where one of its parents
+   * would be, is refused as well: it was accepted, and the JSON failed with a stack trace after
+   * the whole simulation.
+   */
+  @Test
+  void anOutputPathUnderAFileIsRejectedBeforeAnythingRuns(@TempDir Path dir) throws Exception {
+    Path file = Files.writeString(dir.resolve("results"), "not a directory");
+    Path under = file.resolve("paper").resolve("out");
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class,
+            () -> PaperMain.parse(new String[] {"--out", under.toString()}));
+    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
+        e.getMessage());
+    Run run = execute("--out", under.toString(), "--requests", "10", "--no-plots");
+    assertEquals(2, run.code());
+    assertTrue(run.err().startsWith("error: --out " + under), run.err());
+  }
+
   @Test
   void aFlagGivenTwiceIsRefusedInsteadOfTheLastOneWinning() {
     for (String[] args : new String[][] {
