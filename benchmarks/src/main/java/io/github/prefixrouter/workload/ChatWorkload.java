@@ -1,14 +1,11 @@
 package io.github.prefixrouter.workload;
 
 import io.github.prefixrouter.server.LoadDriver;
-import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
-import java.util.stream.Stream;
 import org.apache.commons.csv.CSVRecord;
 
 /**
@@ -94,31 +91,15 @@ public final class ChatWorkload {
    * "Answer:") of at most {@code maxUserChars} characters.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, has no
-   *     {@code dev/*_dev.csv} file, or a subject's file is missing, is not valid UTF-8 or not
-   *     valid CSV or has a row without six columns (the message names the file), or no question
-   *     is short enough
+   *     {@code dev/*_dev.csv} file, or a subject's file (dev or test) is missing, is not valid
+   *     UTF-8 or not valid CSV or has a row without six columns (the message names the file), or
+   *     no question is short enough
    * @throws UncheckedIOException if a file cannot be read
    */
   public static ChatWorkload mmlu(Path dir, int maxSystemChars, int maxUserChars, int maxQuestions) {
     Path devDir = dir.resolve("dev");
     Path testDir = dir.resolve("test");
-    if (!Files.isDirectory(devDir) || !Files.isDirectory(testDir)) {
-      throw new IllegalArgumentException(
-          "not an MMLU directory (needs dev/ and test/): " + dir.toAbsolutePath());
-    }
-    List<String> subjects;
-    try (Stream<Path> files = Files.list(devDir)) {
-      subjects = files.map(p -> p.getFileName().toString())
-          .filter(n -> n.endsWith("_dev.csv"))
-          .map(n -> n.substring(0, n.length() - "_dev.csv".length()))
-          .sorted()
-          .toList();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-    if (subjects.isEmpty()) {
-      throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
-    }
+    List<String> subjects = MmluPrompts.subjects(dir);
     List<String> systems = new ArrayList<>();
     List<List<String>> users = new ArrayList<>();
     int shotsDropped = 0;

@@ -105,39 +105,7 @@ public final class MmluPrompts implements PromptSource {
     }
     Path devDir = dir.resolve("dev");
     Path testDir = dir.resolve("test");
-    if (!Files.isDirectory(devDir) || !Files.isDirectory(testDir)) {
-      throw new IllegalArgumentException(
-          "not an MMLU directory (needs dev/ and test/): " + dir.toAbsolutePath());
-    }
-    List<String> subjects = new ArrayList<>();
-    try (Stream<Path> files = Files.list(devDir)) {
-      files.map(p -> p.getFileName().toString())
-          .filter(n -> n.endsWith("_dev.csv"))
-          .map(n -> n.substring(0, n.length() - "_dev.csv".length()))
-          .sorted()
-          .forEach(subjects::add);
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-    if (subjects.isEmpty()) {
-      throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
-    }
-    // a subject is listed by its dev file: one whose dev file is missing would be left out
-    try (Stream<Path> files = Files.list(testDir)) {
-      files.map(p -> p.getFileName().toString())
-          .filter(f -> f.endsWith("_test.csv"))
-          .map(f -> f.substring(0, f.length() - "_test.csv".length()))
-          .filter(s -> !subjects.contains(s))
-          .sorted()
-          .findFirst()
-          .ifPresent(s -> {
-            throw new IllegalArgumentException("missing MMLU file "
-                + devDir.resolve(s + "_dev.csv").toAbsolutePath() + ", the shots of "
-                + testDir.resolve(s + "_test.csv").toAbsolutePath());
-          });
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
+    List<String> subjects = subjects(dir);
     int n = subjects.size();
     // read and check every file first, in this thread, so a bad file is reported as itself
     List<List<CSVRecord>> shotsOf = new ArrayList<>(n);
@@ -186,6 +154,52 @@ public final class MmluPrompts implements PromptSource {
       }
     }
     return new MmluPrompts(dir, subjects.toArray(String[]::new), prefixes, prompts);
+  }
+
+  /**
+   * The subjects of an MMLU directory, in name order: one per {@code dev/<subject>_dev.csv}.
+   *
+   * @throws IllegalArgumentException if the directory has no {@code dev/} and {@code test/}, no
+   *     dev file, or a test file whose dev file is missing (the message names it)
+   * @throws UncheckedIOException if a directory cannot be listed
+   */
+  static List<String> subjects(Path dir) {
+    Path devDir = dir.resolve("dev");
+    Path testDir = dir.resolve("test");
+    if (!Files.isDirectory(devDir) || !Files.isDirectory(testDir)) {
+      throw new IllegalArgumentException(
+          "not an MMLU directory (needs dev/ and test/): " + dir.toAbsolutePath());
+    }
+    List<String> subjects = new ArrayList<>();
+    try (Stream<Path> files = Files.list(devDir)) {
+      files.map(p -> p.getFileName().toString())
+          .filter(n -> n.endsWith("_dev.csv"))
+          .map(n -> n.substring(0, n.length() - "_dev.csv".length()))
+          .sorted()
+          .forEach(subjects::add);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    if (subjects.isEmpty()) {
+      throw new IllegalArgumentException("no dev/*_dev.csv files in " + dir.toAbsolutePath());
+    }
+    // a subject is listed by its dev file: one whose dev file is missing would be left out
+    try (Stream<Path> files = Files.list(testDir)) {
+      files.map(p -> p.getFileName().toString())
+          .filter(f -> f.endsWith("_test.csv"))
+          .map(f -> f.substring(0, f.length() - "_test.csv".length()))
+          .filter(s -> !subjects.contains(s))
+          .sorted()
+          .findFirst()
+          .ifPresent(s -> {
+            throw new IllegalArgumentException("missing MMLU file "
+                + devDir.resolve(s + "_dev.csv").toAbsolutePath() + ", the shots of "
+                + testDir.resolve(s + "_test.csv").toAbsolutePath());
+          });
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return subjects;
   }
 
   private static int[] tokenize(Encoding enc, String prefix, int[] prefixTokens, String question,

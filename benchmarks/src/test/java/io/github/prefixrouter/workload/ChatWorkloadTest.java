@@ -129,6 +129,13 @@ class ChatWorkloadTest {
   }
 
   @Test
+  void aTestFileWithoutItsDevFileIsRejectedByName(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n");
+    Files.writeString(dir.resolve("test/y_test.csv"), "q1,a,b,c,d,A\n");
+    assertRejectedNaming(dir, "y_dev.csv", "missing MMLU file");
+  }
+
+  @Test
   void mmluFilesWithQuotedFieldsMakeTheChats(@TempDir Path tmp) throws Exception {
     ChatWorkload w = ChatWorkload.mmlu(
         mmlu(tmp, "\"2, 3 or 4?\",2,3,4,5,A\n", "\"Which, of\nthese?\",one,\"two, three\",four,five,B\n"),
