@@ -82,10 +82,10 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     (dev or test) is missing, is not valid UTF-8 or not valid CSV, has a row without six columns, (dev
-   *     file) has fewer than 5 rows or a shot whose answer is not A to D, or (test file) has no
-   *     row or a question whose prompt's tokens do not start with the shared prefix's; the
-   *     message names the file
+   *     (dev or test) is missing, is not valid UTF-8 or not valid CSV, has a row without six
+   *     columns or a row whose answer is not a letter A to D, (dev file) has fewer than 5 rows,
+   *     or (test file) has no row or a question whose prompt's tokens do not start with the
+   *     shared prefix's; the message names the file
    * @throws UncheckedIOException if a file cannot be read
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
@@ -118,6 +118,7 @@ public final class MmluPrompts implements PromptSource {
         throw new IllegalArgumentException(
             "MMLU file " + testFile.toAbsolutePath() + " has no questions");
       }
+      requireAnswers(testFile, tests);
       testsOf.add(tests);
     }
     Encoding enc = Encodings.newLazyEncodingRegistry().getEncoding(EncodingType.CL100K_BASE);
@@ -266,14 +267,22 @@ public final class MmluPrompts implements PromptSource {
           + "-shot prompt");
     }
     List<CSVRecord> shots = rows.subList(0, SHOTS);
-    for (CSVRecord r : shots) {
+    requireAnswers(file, shots);
+    return shots;
+  }
+
+  /**
+   * Refuses a row whose answer is not one letter A to D: a shot shows it, and a question row
+   * without one is no MMLU question (a header line, a row cut short after its fifth comma).
+   */
+  private static void requireAnswers(Path file, List<CSVRecord> rows) {
+    for (CSVRecord r : rows) {
       String answer = r.get(5);
       if (answer.length() != 1 || "ABCD".indexOf(answer.charAt(0)) < 0) {
         throw new IllegalArgumentException("MMLU file " + file.toAbsolutePath() + ": row "
             + r.getRecordNumber() + ": the answer is '" + answer + "', expected A, B, C or D");
       }
     }
-    return shots;
   }
 
   /**

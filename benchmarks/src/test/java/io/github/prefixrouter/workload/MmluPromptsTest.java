@@ -149,4 +149,12 @@ class MmluPromptsTest {
     Files.writeString(dir.resolve("test/y_test.csv"), "q1,a,b,c,d,A\n");
     assertRejectedNaming(dir, "y_dev.csv", "missing MMLU file");
   }
+
+  @Test
+  void aQuestionWhoseAnswerIsNotALetterIsRejectedWithItsFileAndRow(@TempDir Path tmp)
+      throws Exception {
+    // a header line would be taken for a question
+    assertRejectedNaming(mmlu(tmp, DEV, "question,A,B,C,D,answer\nq1,a,b,c,d,A\n"),
+        "x_test.csv", "row 1: the answer is 'answer', expected A, B, C or D");
+  }
 }
