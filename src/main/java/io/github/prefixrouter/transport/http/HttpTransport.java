@@ -160,9 +160,9 @@ import org.slf4j.LoggerFactory;
  * must match the certificates).
  * The MAC proves only that a message comes from a holder of the cluster key, not which node:
  * with {@link Builder#bindNodeIdsToCertificates} on, the server also requires a client
- * certificate, and a message, request or answer is accepted only if the TLS certificate it came
- * with names the node id it claims to come from, so that a key holder can speak only for the ids
- * its own certificate names.
+ * certificate, and a message, request or answer (of any status: an error answer, which carries
+ * no MAC, too) is accepted only if the TLS certificate it came with names the node id it claims
+ * to come from, so that a key holder can speak only for the ids its own certificate names.
  * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw,
  * whatever it throws, as a MAC is made or checked. A message or request whose MAC cannot be
  * checked for that is answered 500 at once (its sender's request fails with {@code PROTOCOL},
@@ -1032,6 +1032,12 @@ public final class HttpTransport implements Transport {
     int status = resp.statusCode();
     byte[] body = resp.body() == null ? new byte[0] : resp.body();
     String error = resp.headers().firstValue(H_ERROR).orElse("");
+    if (status != 200 && !certified(result, to, resp)) {
+      // an error answer is not signed: with node ids bound to certificates, its connection's
+      // certificate alone says who gave it, and an impostor's 503, or its 500 saying the node
+      // serves another model, would have the node skip the peer asked
+      return;
+    }
     switch (status) {
       case 200 -> {
         MessageAuthenticator keys = auth;
@@ -1045,15 +1051,8 @@ public final class HttpTransport implements Transport {
             return;
           }
         }
-        if (config.bindNodeIds) {
-          X509Certificate leaf = CertificateNodeIds.leaf(resp.sslSession().orElse(null));
-          if (!CertificateNodeIds.names(leaf, to.nodeId())) {
-            noteUncertified("an answer", to.nodeId(), to.address(), leaf);
-            fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
-                + "certificate that does not name " + to.nodeId() + " ("
-                + sanitize(CertificateNodeIds.describe(leaf)) + "); dropped", null);
-            return;
-          }
+        if (!certified(result, to, resp)) {
+          return;
         }
         if (settle(result)) {
           counters.bytesIn.add(body.length);
@@ -1071,6 +1070,28 @@ public final class HttpTransport implements Transport {
       case 413 -> fail(result, TransportException.Kind.TOO_LARGE, to + " refused the request or its answer as too large" + suffix(error), null);
       default -> fail(result, TransportException.Kind.PROTOCOL, to + " answered HTTP " + status + suffix(error), null);
     }
+  }
+
+  /**
+   * With {@link Builder#bindNodeIdsToCertificates} on, whether the TLS certificate an answer (of
+   * any status) came with names the node the request was sent to; if not, counts and warns of
+   * it ({@link #noteUncertified}) and fails the request with {@code PROTOCOL}. Always true with
+   * the option off.
+   */
+  private boolean certified(CompletableFuture<byte[]> result, PeerAddress to,
+      HttpResponse<byte[]> resp) {
+    if (!config.bindNodeIds) {
+      return true;
+    }
+    X509Certificate leaf = CertificateNodeIds.leaf(resp.sslSession().orElse(null));
+    if (CertificateNodeIds.names(leaf, to.nodeId())) {
+      return true;
+    }
+    noteUncertified("an answer", to.nodeId(), to.address(), leaf);
+    fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
+        + "certificate that does not name " + to.nodeId() + " ("
+        + sanitize(CertificateNodeIds.describe(leaf)) + "); dropped", null);
+    return false;
   }
 
   /**
@@ -2223,8 +2244,10 @@ public final class HttpTransport implements Transport {
      *       store: a client that presents none cannot connect;
      *   <li>a message or request is accepted only if the client certificate of the connection it
      *       came over names the node id it claims as its sender;
-     *   <li>an answer to a request is accepted only if the server certificate of its connection
-     *       names the node id the request was sent to (the id the answer claims).
+     *   <li>an answer to a request, of any status (an error answer, which carries no MAC,
+     *       too: a 503 is not taken for the node being busy, nor a 500's text for its refusal),
+     *       is accepted only if the server certificate of its connection names the node id the
+     *       request was sent to (the id the answer claims).
      * </ul>
      *
      * <p>A certificate names a node id if one of the leaf certificate's subject alternative names

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
 import java.io.InputStream;
 import java.net.URI;
@@ -100,7 +101,7 @@ class CertifiedNodeIdsTest {
 
   /** A started transport called {@code id}, over TLS with {@code tls}, holding the cluster key. */
   private static HttpTransport start(String id, SSLContext tls, boolean bind,
-      HttpTransportTest.Recorder handler) {
+      Transport.InboundHandler handler) {
     HttpTransport t = HttpTransport.builder().nodeId(id).listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY).tls(tls).bindNodeIdsToCertificates(bind)
         .connectTimeout(Duration.ofSeconds(20)).build();
@@ -287,6 +288,42 @@ class CertifiedNodeIdsTest {
       // the answer was sent, and is taken by a client that does not bind node ids
       assertEquals("echo b q", text(b2.request(asA, bytes("q"), Duration.ofSeconds(20))));
       assertEquals(0, b2.stats().senderNotInCertificate());
+    }
+  }
+
+  /**
+   * An error answer is an answer too: a server at the address of a whose certificate names c
+   * answering 503 (busy) or 500 with a refusal's text (another model) is dropped as its 200 is,
+   * so that it cannot make the client take a for busy, or for a node of another model, which it
+   * then skips for every request. Only the 200 was checked: the 503 failed the request as BUSY
+   * and the 500 as a PROTOCOL failure carrying the impostor's text, nothing counted.
+   */
+  @Test
+  void anErrorAnswerFromAServerWhoseCertificateDoesNotNameTheNodeAskedIsRefused()
+      throws Exception {
+    HttpTransportTest.Recorder busy = new HttpTransportTest.Recorder();
+    busy.busy = true;
+    Transport.InboundHandler otherModel = (from, payload) -> CompletableFuture.failedFuture(
+        new TransportException(TransportException.Kind.PROTOCOL,
+            "MODEL_MISMATCH: node a serves model id 'other'"));
+    for (Transport.InboundHandler h : List.of(busy, otherModel)) {
+      try (HttpTransport impostor = start("a", certC, false, h);
+          HttpTransport b = start("b", certB, true, new HttpTransportTest.Recorder());
+          HttpTransport b2 = start("b", certB, false, new HttpTransportTest.Recorder())) {
+        PeerAddress asA = new PeerAddress("a", impostor.localAddress().address());
+        TransportException e = failure(b.request(asA, bytes("q"), Duration.ofSeconds(20)));
+        assertEquals(TransportException.Kind.PROTOCOL, e.kind(), e.getMessage());
+        assertTrue(e.getMessage().contains("does not name a"), e.getMessage());
+        assertFalse(e.getMessage().contains("MODEL_MISMATCH"), e.getMessage());
+        assertEquals(1, b.stats().senderNotInCertificate(), b.stats().toString());
+        assertEquals(Set.of("a CN=c"), b.uncertifiedSendersSeen());
+        assertEquals(0, b.stats().pendingRequests());
+        // the error answer was sent, and is taken by a client that does not bind node ids
+        TransportException taken = failure(b2.request(asA, bytes("q"), Duration.ofSeconds(20)));
+        assertEquals(h == busy ? TransportException.Kind.BUSY : TransportException.Kind.PROTOCOL,
+            taken.kind(), taken.getMessage());
+        assertEquals(0, b2.stats().senderNotInCertificate());
+      }
     }
   }
 
