@@ -3,6 +3,7 @@ package io.github.prefixrouter.internal.wire;
 import com.google.common.base.Throwables;
 import com.google.common.util.concurrent.Uninterruptibles;
 import java.net.http.HttpClient;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -25,6 +26,37 @@ import java.util.concurrent.atomic.AtomicReference;
 public final class JdkHttpClients {
 
   private JdkHttpClients() {}
+
+  /**
+   * What the JDK 17 client's parser of a chunked body begins the message of the plain
+   * {@link java.io.IOException} it fails an exchange with when the chunk framing is out of form:
+   * a chunk size that is no hex number, a chunk-size line longer than it takes, one not ended by
+   * CRLF. It says nothing else of such an answer (no {@link java.net.ProtocolException}, as for a
+   * status line that is none).
+   */
+  private static final List<String> MALFORMED_CHUNK = List.of(
+      "Illegal character in chunk size", "Chunk header size too long", "invalid chunk header");
+
+  /**
+   * Whether {@code t}, or one of its causes, is the JDK client's failure of an answer whose
+   * chunked body is out of form: an answer the peer sent malformed, not a connection that failed.
+   *
+   * @param t what an exchange failed with
+   * @return true if it says the answer's chunk framing is malformed
+   */
+  public static boolean malformedChunk(Throwable t) {
+    int depth = 0;
+    for (Throwable c = t; c != null && depth < 8; c = c.getCause(), depth++) {
+      if (c instanceof java.io.IOException && c.getMessage() != null) {
+        for (String m : MALFORMED_CHUNK) {
+          if (c.getMessage().startsWith(m)) {
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
 
   /** A JDK HTTP client whose selector thread {@link #end()} ends. */
   public static final class Client {

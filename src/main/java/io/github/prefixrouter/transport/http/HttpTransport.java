@@ -95,7 +95,8 @@ import org.slf4j.LoggerFactory;
  * request answered 504 fails with {@link TransportException.Kind#TIMEOUT}; one answered with
  * another status than 200, 413 and 503, or with an answer the HTTP client cannot parse (a status
  * line that is none, more interim answers than it takes, a {@code Content-Length} that is no
- * number), fails with {@link TransportException.Kind#PROTOCOL}.
+ * number, a chunked body whose chunk framing is out of form), fails with
+ * {@link TransportException.Kind#PROTOCOL}.
  *
  * <p>A peer address is {@code host:port} alone (an IPv6 host in brackets). An address with
  * anything more (a path, query, fragment or user info, as in {@code "10.0.0.5:80/admin?"}) is
@@ -1304,10 +1305,11 @@ public final class HttpTransport implements Transport {
       return TransportException.Kind.PROTOCOL;
     }
     if (t instanceof ProtocolException
-        || t instanceof UncheckedIOException u && u.getCause() instanceof ProtocolException) {
+        || t instanceof UncheckedIOException u && u.getCause() instanceof ProtocolException
+        || JdkHttpClients.malformedChunk(t)) {
       // a malformed answer (the HTTP client's: a status line that is none, too many interim
-      // answers; CappedBody's: a Content-Length that is no number), as one of an unexpected
-      // status is
+      // answers, a chunked body out of form; CappedBody's: a Content-Length that is no number),
+      // as one of an unexpected status is
       return TransportException.Kind.PROTOCOL;
     }
     return TransportException.Kind.UNREACHABLE;

@@ -264,6 +264,36 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
   }
 
   /**
+   * An answer whose chunked body is out of form (a chunk size that is no hex number, one too
+   * long, a size line not ended by CRLF) is a malformed answer too: PROTOCOL, saying what was
+   * wrong. The HTTP client fails it with a plain IOException, which was taken for UNREACHABLE,
+   * so such a peer was cooled down for failureCooldown and counted as one that could not be
+   * reached.
+   */
+  @Test
+  void anAnswerWithAMalformedChunkIsAProtocolFailure() throws Exception {
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    String head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    List<String> answers = List.of(head + "zz\r\nabc\r\n0\r\n\r\n",
+        head + "3" + ";x".repeat(2000) + "\r\nabc\r\n0\r\n\r\n", head + "3\rXabc\r\n0\r\n\r\n");
+    List<String> problems = new ArrayList<>();
+    for (String answer : answers) {
+      StallingHttpPeer fake = new StallingHttpPeer(answer);
+      toClose.add(fake);
+      PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+      TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+      if (t.kind() != TransportException.Kind.PROTOCOL
+          || !t.getMessage().toLowerCase(java.util.Locale.ROOT).contains("chunk")) {
+        problems.add(t.toString());
+      }
+    }
+    assertEquals(List.of(), problems);
+  }
+
+  /**
    * close() lets go of the one-way messages still in flight: a message whose peer stalls in the
    * body of its answer has its connection closed at once. Only the timer, which close() stops,
    * cut such a message (after messageTimeout), so the message's exchange stayed open for as long
