@@ -5,6 +5,8 @@ import com.google.common.util.concurrent.Uninterruptibles;
 import java.net.http.HttpClient;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicReference;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Builds the JDK HTTP clients of the transport, the engine adapter, the tokenizer and the node's
@@ -22,10 +24,59 @@ import java.util.concurrent.atomic.AtomicReference;
  * their clients, the transport fails its pending requests as it closes). An exchange sent
  * afterwards never completes (on the owner's executor) or is refused at once (on the client's
  * default one): the owner refuses its work once it is closed, before it reaches the client.
+ *
+ * <p>The JDK 17 client keeps an idle connection in its pool for {@value #KEEP_ALIVE} seconds
+ * (1200 by default), while the JDK HTTP server, the transport's peers' and the client
+ * endpoint's, closes a connection idle for its {@code sun.net.httpserver.idleInterval} (30 s by
+ * default, checked every 10 s). A request the client sends into a connection as the server's
+ * idle close crosses it fails ("header parser received no bytes"), and the client does not send
+ * a POST again. Before the first client it builds, this class sets the property to
+ * {@value #KEEP_ALIVE_SECONDS} (seconds) if the host has not set it, so that the client lets go
+ * of an idle connection before a server of the default interval closes it; a value the host set
+ * is left as it is. The property is JVM-wide and read when the JVM builds its first JDK HTTP
+ * client: clients the host builds later keep their idle connections as long, and a host that
+ * built one before the library's first sets {@code -Djdk.httpclient.keepalive.timeout=20} on its
+ * command line.
  */
 public final class JdkHttpClients {
 
+  /** The JDK client's idle time of a pooled connection, in seconds. */
+  public static final String KEEP_ALIVE = "jdk.httpclient.keepalive.timeout";
+
+  /**
+   * The idle time set when the host has not set one: below the JDK server's default idle
+   * interval, 30 s.
+   */
+  static final String KEEP_ALIVE_SECONDS = "20";
+
+  private static final Logger log = LoggerFactory.getLogger(JdkHttpClients.class);
+  private static boolean checked;
+
   private JdkHttpClients() {}
+
+  /**
+   * Sets {@value #KEEP_ALIVE} to {@value #KEEP_ALIVE_SECONDS} unless it is set; does its work
+   * once per JVM (class loader). Logs at debug what it found.
+   */
+  public static synchronized void ensureKeepAlive() {
+    if (checked) {
+      return;
+    }
+    checked = true;
+    try {
+      String v = System.getProperty(KEEP_ALIVE);
+      if (v == null) {
+        System.setProperty(KEEP_ALIVE, KEEP_ALIVE_SECONDS);
+        log.debug("set {}={}: idle pooled connections closed before a peer's JDK server closes "
+            + "them (no effect if a JDK HTTP client was built in this JVM before)", KEEP_ALIVE,
+            KEEP_ALIVE_SECONDS);
+      } else {
+        log.debug("{}={} set by the host and left as is", KEEP_ALIVE, v);
+      }
+    } catch (SecurityException e) {
+      log.debug("cannot read or set {}: {}", KEEP_ALIVE, e.toString());
+    }
+  }
 
   /**
    * What the JDK 17 client's parser of a chunked body begins the message of the plain
@@ -95,7 +146,8 @@ public final class JdkHttpClients {
 
   /**
    * Builds {@code builder}'s client on a new daemon thread named {@code threadName}, in a new
-   * thread group, and waits for it (uninterruptibly: the build takes moments).
+   * thread group, and waits for it (uninterruptibly: the build takes moments), after
+   * {@link #ensureKeepAlive()}.
    *
    * @param builder the client's settings
    * @param threadName the name of the thread building it, which ends once it is built
@@ -106,6 +158,7 @@ public final class JdkHttpClients {
    */
   @SuppressWarnings("removal") // ThreadGroup.setDaemon: no-op from JDK 19, whose groups are weak
   public static Client build(HttpClient.Builder builder, String threadName) {
+    ensureKeepAlive();
     ThreadGroup group = new ThreadGroup(threadName);
     // a daemon group is destroyed when its last thread ends (the selector, ended or collected):
     // else JDK 17 keeps every group for good in its parent's list
