@@ -264,6 +264,28 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
   }
 
   /**
+   * An error answer carries no MAC: one from anyone at the peer's address, without the cluster
+   * key, fails the request with its status's kind and its text, which the node reads a peer's
+   * refusals in (docs/deployment.md, "Authentication").
+   */
+  @Test
+  void anUnsignedErrorAnswerFailsTheRequestWithItsText() throws Exception {
+    StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 500 Internal Server Error\r\n"
+        + "PR-Error: PROTOCOL: MODEL_MISMATCH: node a serves model id 'x'\r\n"
+        + "Content-Length: 0\r\n\r\n");
+    toClose.add(fake);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.PROTOCOL, t.kind(), t.toString());
+    assertTrue(t.getMessage().endsWith("answered HTTP 500: PROTOCOL: MODEL_MISMATCH: node a serves"
+        + " model id 'x'"), t.getMessage());
+  }
+
+  /**
    * An answer whose chunked body is out of form (a chunk size that is no hex number, one too
    * long, a size line not ended by CRLF) is a malformed answer too: PROTOCOL, saying what was
    * wrong. The HTTP client fails it with a plain IOException, which was taken for UNREACHABLE,
