@@ -1613,7 +1613,7 @@ public final class NodeOptions {
 
   private static int parseInt(String what, String s) {
     try {
-      return Integer.parseInt(s.trim());
+      return Integer.parseInt(asciiInteger(what, s));
     } catch (NumberFormatException e) {
       throw notANumber(what, s);
     }
@@ -1645,10 +1645,22 @@ public final class NodeOptions {
 
   private static long parseLong(String what, String s) {
     try {
-      return Long.parseLong(s.trim());
+      return Long.parseLong(asciiInteger(what, s));
     } catch (NumberFormatException e) {
       throw notANumber(what, s);
     }
+  }
+
+  /**
+   * {@code s} trimmed, if it is an integer in ASCII digits: {@code Integer.parseInt} also takes
+   * the digits of other scripts (Arabic-Indic, full-width), which no number the help asks for is.
+   */
+  private static String asciiInteger(String what, String s) {
+    String t = s.trim();
+    if (!t.matches("[+-]?[0-9]+")) {
+      throw notANumber(what, s);
+    }
+    return t;
   }
 
   static RoutingPolicy policy(String s) {

@@ -693,6 +693,24 @@ class NodeOptionsCheckTest {
         "the reference engine reports its cache");
   }
 
+  /**
+   * A number is written in ASCII digits, as the help says: {@code Integer.parseInt} also takes
+   * the digits of other scripts (Arabic-Indic, Devanagari, full-width), so {@code --hop-limit ٣}
+   * was taken for 3 and a value pasted from a document in another script ran a node set by it.
+   */
+  @Test
+  void aNumberInDigitsOfAnotherScriptIsNoNumber() {
+    for (String bad : List.of("\u0663", "\u0968", "\uff13")) {
+      refused(() -> node("--hop-limit", bad), "--hop-limit needs an integer, was '" + bad + "'");
+      refused(() -> node("--gossip-interval-ms", "2" + bad + "0"),
+          "--gossip-interval-ms needs an integer");
+      refused(() -> node("--peer-dead-ms", bad + "000"), "--peer-dead-ms needs an integer");
+      refused(() -> node("--watermarks", "8," + bad + "2"), "--watermarks needs an integer");
+      refused(() -> node("--block-size", "1" + bad), "--block-size needs an integer");
+    }
+    assertEquals(3, node("--hop-limit", " 3").config.hopLimit());
+  }
+
   @Test
   void watermarksAreExactlyTwoNumbers() {
     for (String bad : List.of("16,32,", "16,,32", ",16,32", "16", "16,32,48")) {
