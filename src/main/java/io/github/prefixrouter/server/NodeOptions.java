@@ -483,13 +483,15 @@ public final class NodeOptions {
     }
     this.engineApiKey = engineApiKey(v, env, engine);
     this.model = v.get("model");
-    if (model != null && model.isEmpty()) {
-      throw new IllegalArgumentException("--model must not be empty (leave it out to take the "
-          + "one base model the server lists)");
+    // blank as the config file's blank value, which is trimmed to empty: spaces name no model
+    if (model != null && model.isBlank()) {
+      throw new IllegalArgumentException("--model must not be empty or blank (leave it out to "
+          + "take the one base model the server lists)");
     }
     String id = v.get("model-id");
-    if (id != null && id.isEmpty()) {
-      throw new IllegalArgumentException("--model-id must not be empty (none: no model id)");
+    if (id != null && id.isBlank()) {
+      throw new IllegalArgumentException("--model-id must not be empty or blank (none: no model "
+          + "id)");
     }
     this.modelId = id == null ? null : id.equals("none") ? "" : id;
     // the node's RouterConfig takes it when it starts: a bad one is a bad flag, not a failed

@@ -227,6 +227,14 @@ class NodeMainTest {
         "--engine", "http://127.0.0.1:8000", "--model", ""));
     assertMessage("--model must not be empty", () -> parse("--config",
         writeConfig("id=n1\nlisten=h:1\nengine=http://127.0.0.1:8000\nmodel=\n").toString()));
+    // blank, as the config file's blank value (trimmed to empty) is: a name of spaces is no
+    // model's, and the node sent it as the base model's to the server
+    for (String blank : List.of(" ", "\t", "  \u3000")) {
+      assertMessage("--model must not be empty or blank", () -> parse("--id", "a", "--listen",
+          "h:1", "--engine", "http://127.0.0.1:8000", "--model", blank));
+      assertMessage("--model-id must not be empty or blank", () -> parse("--id", "a", "--listen",
+          "h:1", "--model-id", blank));
+    }
     // the ready file is replaced and removed: a directory there must not be
     assertMessage("--ready-file must name a file", () -> parse("--id", "a", "--listen", "h:1",
         "--ready-file", ""));
