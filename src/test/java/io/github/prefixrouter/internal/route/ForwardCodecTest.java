@@ -250,5 +250,8 @@ class ForwardCodecTest {
     assertEquals("line one line two   [31mred é", f.message());
     assertEquals("plain message", ((ForwardCodec.Failed) ForwardCodec.decode(
         ForwardCodec.failed("x", false, "plain message"))).message());
+    // DEL and the C1 controls too (U+009B is a terminal's one-byte escape)
+    assertEquals("a b c d", ((ForwardCodec.Failed) ForwardCodec.decode(
+        ForwardCodec.failed("x", false, "a\u007fb\u009bc\u0085d"))).message());
   }
 }
