@@ -254,4 +254,21 @@ class ForwardCodecTest {
     assertEquals("a b c d", ((ForwardCodec.Failed) ForwardCodec.decode(
         ForwardCodec.failed("x", false, "a\u007fb\u009bc\u0085d"))).message());
   }
+
+  @Test
+  void requestIdsLongerThanTheirLimitInCharactersAreRejected() throws Exception {
+    // 129 characters in fewer bytes than the id's byte limit: the character count decides
+    String longest = "\u00e9".repeat(InferenceRequest.MAX_ID_LENGTH);
+    assertEquals(longest, ((ForwardCodec.Busy) ForwardCodec.decode(
+        ForwardCodec.busy(longest, 1))).requestId());
+    io.github.prefixrouter.internal.wire.ByteWriter w =
+        new io.github.prefixrouter.internal.wire.ByteWriter(16, 1024);
+    w.writeByte(ForwardCodec.BUSY).writeByte(ForwardCodec.VERSION)
+        .writeBytes((longest + "x").getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        .writeVarInt(1);
+    MalformedMessageException e =
+        assertThrows(MalformedMessageException.class, () -> ForwardCodec.decode(w.toByteArray()));
+    assertEquals(MalformedMessageException.Reason.OUT_OF_RANGE, e.reason());
+    assertEquals("requestId", e.field());
+  }
 }
