@@ -176,6 +176,15 @@ class ByteWriterReaderTest {
         assertThrows(MalformedMessageException.class, () -> r2.readFixedLongArray("hashes", 2));
     assertEquals(Reason.TOO_LARGE, e2.reason());
     assertEquals(3, e2.value());
+    // one byte short of three longs: refused at the count, before an array is made for them
+    ByteWriter w3 = new ByteWriter(16, 64);
+    w3.writeVarLong(3);
+    w3.writeFixedLong(1).writeFixedLong(2).writeFixedInt(3).writeByte(4).writeByte(5).writeByte(6);
+    MalformedMessageException e3 = assertThrows(MalformedMessageException.class,
+        () -> new ByteReader(w3.toByteArray()).readFixedLongArray("hashes", 10));
+    assertEquals(Reason.TRUNCATED, e3.reason());
+    assertEquals(24, e3.value());
+    assertEquals(0, e3.offset());
   }
 
   @Test
