@@ -34,6 +34,9 @@ class AsciiRunsTest {
     ByteWriter w = new ByteWriter(8, 1 << 10).writeByte(7);
     assertThrows(IllegalArgumentException.class, () -> w.writeAsciiFrom("node-\u00e9", 2));
     assertEquals(1, w.size());
+    // the first character past ASCII, which a byte cast would write as 0x80
+    assertThrows(IllegalArgumentException.class, () -> w.writeAsciiFrom("node-\u0080", 0));
+    assertEquals(1, w.size());
     // characters before the run are not written, so not checked
     w.writeAsciiFrom("\u00e9-node", 1);
     assertArrayEquals(new byte[] {7, 5, '-', 'n', 'o', 'd', 'e'}, w.toByteArray());
