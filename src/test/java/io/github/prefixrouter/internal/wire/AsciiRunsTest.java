@@ -48,5 +48,7 @@ class AsciiRunsTest {
     w.writeAsciiFrom("abcde", 0);
     assertThrows(MessageTooLargeException.class, () -> w.writeAsciiFrom("a", 0));
     assertEquals(6, w.size());
+    assertThrows(MessageTooLargeException.class, () -> w.writeByte(1), "one byte past the cap");
+    assertEquals(6, w.size());
   }
 }
