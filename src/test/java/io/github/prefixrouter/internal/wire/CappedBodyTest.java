@@ -145,6 +145,24 @@ class CappedBodyTest {
     CompletionException e = assertThrows(CompletionException.class, body(f)::join);
     assertEquals("answer's Content-Length exceeds 10 bytes",
         assertInstanceOf(TooLarge.class, e.getCause()).getMessage());
+
+    // with a share of a budget, as the engine's answers are read: nothing taken from it
+    BodyBudget.Share share = new BodyBudget(1 << 20, Duration.ZERO, () -> { }).share();
+    Recording sub3 = new Recording();
+    HttpResponse.BodySubscriber<byte[]> n = CappedBody.orNull(info(11), 10, share);
+    n.onSubscribe(sub3);
+    assertTrue(sub3.cancelled);
+    assertEquals(0, sub3.requested);
+    assertNull(body(n).join());
+    Recording sub4 = new Recording();
+    HttpResponse.BodySubscriber<byte[]> g = CappedBody.orFail(info(11), 10, TooLarge::new, share);
+    g.onSubscribe(sub4);
+    assertTrue(sub4.cancelled);
+    assertEquals(0, sub4.requested);
+    e = assertThrows(CompletionException.class, body(g)::join);
+    assertEquals("answer's Content-Length exceeds 10 bytes",
+        assertInstanceOf(TooLarge.class, e.getCause()).getMessage());
+    assertEquals(0, share.held());
   }
 
   @Test
