@@ -100,6 +100,23 @@ class BodyBudgetTest {
   }
 
   /**
+   * A body of exactly its cap is read whole, whatever the steps its buffer grew by: a step that
+   * ends one byte short of the cap grows once more, it does not take the byte after it for a
+   * body past the cap.
+   */
+  @Test
+  void aBodyOfExactlyItsCapIsReadWhateverItsSteps() throws IOException {
+    for (int firstStep : new int[] {9, 5, 10, 3}) {
+      try (BodyBudget.Share share = budget.share()) {
+        BodyBudget.Body body = share.read(new ByteArrayInputStream(new byte[10]), -1, 10,
+            firstStep);
+        assertEquals(10, body.length(), "first step " + firstStep);
+        assertNull(share.read(new ByteArrayInputStream(new byte[11]), -1, 10, firstStep));
+      }
+    }
+  }
+
+  /**
    * A stream that fails with an unchecked exception (the JDK server's stream of a chunked body
    * whose chunk size overflows an int) fails the read with an {@link IOException}, closed first,
    * and the share gives back what it held. The exception went through to the caller, which
