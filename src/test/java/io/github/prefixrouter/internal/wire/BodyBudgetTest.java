@@ -116,6 +116,19 @@ class BodyBudgetTest {
     }
   }
 
+  /** One share may take the whole budget: the least budget is what one body can take. */
+  @Test
+  void aShareMayTakeTheWholeBudget() {
+    BodyBudget b = new BodyBudget(100, Duration.ZERO, () -> { });
+    try (BodyBudget.Share share = b.share()) {
+      share.take(100);
+      assertEquals(0, b.available());
+      assertThrows(BodyBudget.Refused.class, () -> b.share().take(1));
+    }
+    assertThrows(BodyBudget.Refused.class, () -> b.share().take(101));
+    assertEquals(100, b.available());
+  }
+
   /**
    * A stream that fails with an unchecked exception (the JDK server's stream of a chunked body
    * whose chunk size overflows an int) fails the read with an {@link IOException}, closed first,
