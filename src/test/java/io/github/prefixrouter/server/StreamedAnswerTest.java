@@ -204,6 +204,21 @@ class StreamedAnswerTest {
     };
   }
 
+  /**
+   * The route's events show no token after the first stop token id, and a piece left with no
+   * token and no text is no event (deployment.md: "no event is sent for an empty piece"), not an
+   * event of an empty {@code token_ids} and {@code text} for each piece the engine still gives.
+   */
+  @Test
+  void aPieceEmptiedByAStopTokenIsNoEvent() {
+    StreamedAnswer.RouteFormat route = new StreamedAnswer.RouteFormat("q1",
+        GenerationParams.DEFAULT.withStops(List.of(), List.of(7)));
+    String first = new String(route.piece(new int[] {5, 7, 8}, "ab"), StandardCharsets.UTF_8);
+    assertTrue(first.contains("\"token_ids\":[5,7]"), first);
+    assertEquals(0, route.piece(new int[] {9}, "").length);
+    assertEquals(0, route.piece(new int[] {9, 10}, "").length);
+  }
+
   /** The route's format, but a piece whose text is {@code "boom"} throws {@code error}. */
   private static StreamedAnswer.Format throwingOn(Error error) {
     StreamedAnswer.RouteFormat route = new StreamedAnswer.RouteFormat("q1");
