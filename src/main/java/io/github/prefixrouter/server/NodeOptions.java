@@ -1550,10 +1550,11 @@ public final class NodeOptions {
     if (InetAddresses.isInetAddress(host)) {
       return null; // IPv4
     }
-    if (host.length() > 253) {
+    // a fully qualified name's final dot is not one of its 253 characters
+    String name = host.endsWith(".") ? host.substring(0, host.length() - 1) : host;
+    if (name.length() > 253) {
       return "is not a host name: it has more than 253 characters";
     }
-    String name = host.endsWith(".") ? host.substring(0, host.length() - 1) : host;
     String[] labels = name.split("\\.", -1);
     for (String label : labels) {
       for (int k = 0; k < label.length(); k++) {

@@ -785,6 +785,25 @@ class NodeOptionsCheckTest {
   }
 
   /**
+   * A host name has at most 253 characters, not counting the final dot of a fully qualified
+   * name, in parts of 1 to 63 characters between dots: the longest are taken, one more is
+   * refused.
+   */
+  @Test
+  void aHostNameIsAtMost253CharactersInPartsOfAtMost63() {
+    String longest = "a".repeat(63) + "." + "b".repeat(63) + "." + "c".repeat(63) + "."
+        + "d".repeat(61);
+    assertEquals(253, longest.length());
+    assertEquals(longest, node("--client", longest + ":0").clientHost);
+    assertEquals(longest + ".", node("--client", longest + ".:0").clientHost);
+    refused(() -> node("--client", longest + "d:0"),
+        "--client host is not a host name: it has more than 253 characters");
+    assertEquals("x." + "e".repeat(63), node("--client", "x." + "e".repeat(63) + ":0").clientHost);
+    refused(() -> node("--client", "x." + "e".repeat(64) + ":0"),
+        "--client host is not a host name: a part between dots must have 1 to 63 characters");
+  }
+
+  /**
    * An IPv6 address without brackets cannot be told from its port: {@code fd00::2:1}, an address
    * given without a port, was taken as host {@code fd00::2} and port 1, and {@code ::0:7000} as
    * every interface. Every HOST:PORT flag refuses it, saying how to write it.
