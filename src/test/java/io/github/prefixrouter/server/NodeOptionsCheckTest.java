@@ -711,6 +711,17 @@ class NodeOptionsCheckTest {
     assertEquals(3, node("--hop-limit", " 3").config.hopLimit());
   }
 
+  /**
+   * The reference engine's threads are 1 to 256, a bad flag outside them (naming it, status 2),
+   * not a failure of the engine's builder while the node starts.
+   */
+  @Test
+  void theReferenceEnginesThreadsAreOneTo256() {
+    assertEquals(256, node("--engine-threads", "256").engineThreads);
+    refused(() -> node("--engine-threads", "257"), "--engine-threads must be 1 to 256, was 257");
+    refused(() -> node("--engine-threads", "0"), "--engine-threads must be 1 to 256, was 0");
+  }
+
   @Test
   void watermarksAreExactlyTwoNumbers() {
     for (String bad : List.of("16,32,", "16,,32", ",16,32", "16", "16,32,48")) {
