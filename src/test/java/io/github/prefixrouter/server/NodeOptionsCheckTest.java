@@ -722,6 +722,17 @@ class NodeOptionsCheckTest {
     refused(() -> node("--engine-threads", "0"), "--engine-threads must be 1 to 256, was 0");
   }
 
+  /** The shutdown grace is 0 to 365 days in milliseconds, as its message says. */
+  @Test
+  void theShutdownGraceIsAtMost365Days() {
+    long most = java.time.Duration.ofDays(365).toMillis();
+    assertEquals(java.time.Duration.ofMillis(most),
+        node("--shutdown-grace-ms", String.valueOf(most)).shutdownGrace);
+    refused(() -> node("--shutdown-grace-ms", String.valueOf(most + 1)),
+        "--shutdown-grace-ms must be 0 to 365 days in milliseconds, was " + (most + 1));
+    assertEquals(java.time.Duration.ZERO, node("--shutdown-grace-ms", "0").shutdownGrace);
+  }
+
   @Test
   void watermarksAreExactlyTwoNumbers() {
     for (String bad : List.of("16,32,", "16,,32", ",16,32", "16", "16,32,48")) {
