@@ -545,6 +545,8 @@ class ClientEndpointOpenAiTest extends ClientEndpointFixture {
         {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[16777216]}", "stop_token_ids",
             "token ids"},
         {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":7}", "stop_token_ids", "array"},
+        {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[" + "1,".repeat(256) + "2]}",
+            "stop_token_ids", "at most 256 ids, had 257"},
         {cmpl, "{\"prompt\":\"a\",\"stop_token_ids\":[1.5]}", "stop_token_ids", "token ids"},
         {cmpl, "{\"prompt\":\"a\",\"include_stop_str_in_output\":true}",
             "include_stop_str_in_output", "not supported"},
