@@ -237,6 +237,34 @@ class ClientEndpointStreamTest extends ClientEndpointFixture {
     }
   }
 
+  /**
+   * {@code /v1/route/completions} runs {@code maxInFlight} requests at once, no fewer, and
+   * answers each one beyond them 503 with {@code Retry-After}, giving back the slot it took to
+   * find that out: refusals do not shrink the cap for the requests after them.
+   */
+  @Test
+  void theRouteRunsMaxInFlightAtOnceAndARefusalKeepsNoSlot() throws Exception {
+    start(new ClientEndpoint(node, List::of, 2, Duration.ofSeconds(5)));
+    List<CompletableFuture<HttpResponse<InputStream>>> running = new ArrayList<>();
+    for (String id : List.of("qa", "qb")) {
+      running.add(postStreaming("{\"id\":\"" + id + "\",\"prompt\":[1],\"stream\":true}"));
+    }
+    awaitSubmitted(2);
+    for (int i = 0; i < 3; i++) {
+      HttpResponse<String> busy = post("{\"id\":\"qc" + i + "\",\"prompt\":[1]}");
+      assertEquals(503, busy.statusCode(), busy.body());
+      assertEquals("1", busy.headers().firstValue("Retry-After").orElse(null));
+    }
+    assertEquals(2, endpoint.inFlight(), "the refusals gave their slots back");
+    futures.get(0).complete(response("qa", new int[] {5}, "x"));
+    futures.get(1).complete(response("qb", new int[] {5}, "x"));
+    for (CompletableFuture<HttpResponse<InputStream>> r : running) {
+      assertEquals(200, r.get(20, TimeUnit.SECONDS).statusCode());
+      r.get().body().readAllBytes();
+    }
+    Await.until(() -> endpoint.inFlight() == 0, "every slot given back");
+  }
+
   @Test
   void aFailureAfterTheFirstPieceIsAnErrorEventAndTheEndWithoutDone() throws Exception {
     start(Duration.ofSeconds(5));
