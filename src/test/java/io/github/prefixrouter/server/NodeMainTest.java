@@ -218,6 +218,19 @@ class NodeMainTest {
         parse("--id", "a", "--listen", "h:1", "--advertise", "[::1]:1").advertise);
   }
 
+  /** Only a 2xx is a healthy engine: a redirect (its server moved) or an error is warned of. */
+  @Test
+  void theHealthCheckPassesOn2xxOnly() {
+    String url = "http://127.0.0.1:8000";
+    for (int ok : new int[] {200, 204, 299}) {
+      assertEquals(null, NodeMain.healthWarning(ok, url, false), "HTTP " + ok);
+    }
+    for (int bad : new int[] {199, 300, 302, 500}) {
+      String w = NodeMain.healthWarning(bad, url, false);
+      assertTrue(w != null && w.contains("fails its health check: HTTP " + bad), bad + ": " + w);
+    }
+  }
+
   @Test
   void anEmptyModelOrReadyFileIsABadFlag() throws Exception {
     // model= from a template whose variable was empty: the node took "" for the base model's
