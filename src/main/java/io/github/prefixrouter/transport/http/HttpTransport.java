@@ -169,8 +169,9 @@ import org.slf4j.LoggerFactory;
  * The MAC proves only that a message comes from a holder of the cluster key, not which node:
  * with {@link Builder#bindNodeIdsToCertificates} on, the server also requires a client
  * certificate, and a message, request or answer (of any status: an error answer, which carries
- * no MAC, too) is accepted only if the TLS certificate it came with names the node id it claims
- * to come from, so that a key holder can speak only for the ids its own certificate names.
+ * no MAC, too, and the answer to a one-way message) is accepted only if the TLS certificate it
+ * came with names the node id it claims to come from, so that a key holder can speak only for
+ * the ids its own certificate names.
  * The HMAC comes from the host's JCA providers (a hardware token's, say), which may throw,
  * whatever it throws, as a MAC is made or checked. A message or request whose MAC cannot be
  * checked for that is answered 500 at once (its sender's request fails with {@code PROTOCOL},
@@ -746,13 +747,20 @@ public final class HttpTransport implements Transport {
         (r, e) -> {
           messagesInFlight.remove(f);
           release(peer);
-          if (e != null || r.statusCode() != 204) {
+          // an answer, whatever its status, from a server whose certificate does not name the
+          // node is not taken: its 204 says nothing of the message reaching the node, nor its
+          // 401 that the node at that address is another one
+          String uncertified = e == null ? uncertifiedAnswer(to, r) : null;
+          if (e != null || uncertified != null || r.statusCode() != 204) {
             counters.messagesFailed.increment();
-            if (e == null) {
+            if (e == null && uncertified == null) {
               noteOtherNode(to, r);
             }
             if (log.isDebugEnabled()) {
-              log.debug("message to {} failed: {}", to, e != null ? e.toString() : r.statusCode());
+              log.debug("message to {} failed: {}", to, e != null ? e.toString()
+                  : uncertified != null ? "answer " + r.statusCode() + " came with a TLS "
+                  + "certificate that does not name " + to.nodeId() + " (" + uncertified + ")"
+                  : r.statusCode());
             }
           }
         });
@@ -1083,23 +1091,39 @@ public final class HttpTransport implements Transport {
   /**
    * With {@link Builder#bindNodeIdsToCertificates} on, whether the TLS certificate an answer (of
    * any status) came with names the node the request was sent to; if not, counts and warns of
-   * it ({@link #noteUncertified}) and fails the request with {@code PROTOCOL}. Always true with
-   * the option off.
+   * it ({@link #uncertifiedAnswer}) and fails the request with {@code PROTOCOL}. Always true
+   * with the option off.
    */
   private boolean certified(CompletableFuture<byte[]> result, PeerAddress to,
       HttpResponse<byte[]> resp) {
-    if (!config.bindNodeIds) {
+    String certificate = uncertifiedAnswer(to, resp);
+    if (certificate == null) {
       return true;
+    }
+    fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
+        + "certificate that does not name " + to.nodeId() + " (" + certificate + "); dropped",
+        null);
+    return false;
+  }
+
+  /**
+   * With {@link Builder#bindNodeIdsToCertificates} on, checks that the TLS certificate an answer
+   * to a request or a message (of any status) came with names the node it was sent to; if not,
+   * counts and warns of it ({@link #noteUncertified}).
+   *
+   * @return null if the certificate names the node (always, with the option off); else the
+   *     certificate's description, printable
+   */
+  private String uncertifiedAnswer(PeerAddress to, HttpResponse<?> resp) {
+    if (!config.bindNodeIds) {
+      return null;
     }
     X509Certificate leaf = CertificateNodeIds.leaf(resp.sslSession().orElse(null));
     if (CertificateNodeIds.names(leaf, to.nodeId())) {
-      return true;
+      return null;
     }
     noteUncertified("an answer", to.nodeId(), to.address(), leaf);
-    fail(result, TransportException.Kind.PROTOCOL, "answer from " + to + " came with a TLS "
-        + "certificate that does not name " + to.nodeId() + " ("
-        + sanitize(CertificateNodeIds.describe(leaf)) + "); dropped", null);
-    return false;
+    return sanitize(CertificateNodeIds.describe(leaf));
   }
 
   /**
@@ -2256,7 +2280,11 @@ public final class HttpTransport implements Transport {
      *   <li>an answer to a request, of any status (an error answer, which carries no MAC,
      *       too: a 503 is not taken for the node being busy, nor a 500's text for its refusal),
      *       is accepted only if the server certificate of its connection names the node id the
-     *       request was sent to (the id the answer claims).
+     *       request was sent to (the id the answer claims);
+     *   <li>so is the answer to a one-way message: one whose server certificate does not name
+     *       the node it was sent to counts the message as failed whatever its status (a 204 is
+     *       not taken for the message delivered, nor a 401's {@code PR-Node} for the node at
+     *       that address being another one, which is not warned of).
      * </ul>
      *
      * <p>A certificate names a node id if one of the leaf certificate's subject alternative names

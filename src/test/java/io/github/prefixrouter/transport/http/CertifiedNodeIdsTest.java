@@ -19,6 +19,7 @@ import java.nio.file.Path;
 import java.security.KeyStore;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -179,7 +180,9 @@ class CertifiedNodeIdsTest {
    * names c): a, with the option, refuses x's messages and requests, and drops x's answers to
    * its own requests (a server whose certificate does not name the node asked), so forwards
    * between them fail both ways and fall back; only a's one-way messages reach x, which checks
-   * no certificate. Shown to come from the option: a node without it hears x and takes its answers.
+   * no certificate, and a counts them as failed, x's 204 being an answer from a server whose
+   * certificate does not name x. Shown to come from the option: a node without it hears x and
+   * takes its answers.
    */
   @Test
   void aNodeWithTheOptionRefusesANodeWithoutItWhoseCertificateDoesNotNameIt() throws Exception {
@@ -202,17 +205,18 @@ class CertifiedNodeIdsTest {
           a.stats().toString());
       assertTrue(ra.messages.isEmpty(), "delivered: " + ra.messages);
 
-      // a to x: a's messages are delivered (x checks no certificate) ...
+      // a to x: a's messages are delivered (x checks no certificate), x's 204 not taken ...
       a.send(x.localAddress(), bytes("n"));
       assertEquals("a@" + a.localAddress().address() + ":n", rx.messages.poll(20, TimeUnit.SECONDS));
-      assertEquals(0, a.stats().messagesFailed(), a.stats().toString());
+      await("x's 204 refused", () -> a.stats().messagesFailed() == 1);
+      assertEquals(3, a.stats().senderNotInCertificate(), a.stats().toString());
       // ... but x's answers to a's requests are not: x served the request, a dropped the answer
       TransportException fromX = failure(a.request(x.localAddress(), bytes("r"),
           Duration.ofSeconds(20)));
       assertEquals(TransportException.Kind.PROTOCOL, fromX.kind(), fromX.getMessage());
       assertTrue(fromX.getMessage().contains("does not name x"), fromX.getMessage());
       assertEquals(1, x.stats().requestsReceived(), x.stats().toString());
-      assertEquals(3, a.stats().senderNotInCertificate(), a.stats().toString());
+      assertEquals(4, a.stats().senderNotInCertificate(), a.stats().toString());
       assertEquals(Set.of("x CN=c"), a.uncertifiedSendersSeen());
       assertEquals(0, x.stats().senderNotInCertificate(), x.stats().toString());
 
@@ -324,6 +328,43 @@ class CertifiedNodeIdsTest {
             taken.kind(), taken.getMessage());
         assertEquals(0, b2.stats().senderNotInCertificate());
       }
+    }
+  }
+
+  /**
+   * The answers to one-way messages are answers too: a server at the address of a whose
+   * certificate names c answers b's message 204 (taken), or 401 saying it is another node
+   * (which has b warn that its peer list is wrong): a client that binds node ids counts the
+   * message as failed and warns of the certificate instead, for either. Only the answers to
+   * requests were checked: the 204 counted as delivered, and the 401 had b warn that the node
+   * at a's address is z, nothing counted. A client that does not bind node ids takes both.
+   */
+  @Test
+  void theAnswerToAMessageFromAServerWhoseCertificateDoesNotNameTheNodeIsRefused()
+      throws Exception {
+    HttpTransportTest.Recorder heard = new HttpTransportTest.Recorder();
+    try (HttpTransport impostor = start("a", certC, false, heard);
+        HttpTransport otherNode = start("z", certC, false, new HttpTransportTest.Recorder());
+        HttpTransport b = start("b", certB, true, new HttpTransportTest.Recorder());
+        HttpTransport b2 = start("b", certB, false, new HttpTransportTest.Recorder())) {
+      PeerAddress asA = new PeerAddress("a", impostor.localAddress().address());
+      PeerAddress zAsA = new PeerAddress("a", otherNode.localAddress().address());
+      b.send(asA, bytes("m"));
+      assertEquals("b@" + b.localAddress().address() + ":m", heard.messages.poll(20, TimeUnit.SECONDS));
+      await("the 204 refused", () -> b.stats().messagesFailed() == 1);
+      b.send(zAsA, bytes("n"));
+      await("the 401 refused", () -> b.stats().messagesFailed() == 2);
+      assertEquals(2, b.stats().senderNotInCertificate(), b.stats().toString());
+      assertEquals(Set.of("a CN=c"), b.uncertifiedSendersSeen());
+      assertTrue(b.otherNodesSeen().isEmpty(), "warned: " + b.otherNodesSeen());
+
+      // the same answers are taken by a client that does not bind node ids
+      b2.send(asA, bytes("m"));
+      assertEquals("b@" + b2.localAddress().address() + ":m", heard.messages.poll(20, TimeUnit.SECONDS));
+      b2.send(zAsA, bytes("n"));
+      await("the 401 taken", () -> b2.stats().messagesFailed() == 1);
+      assertEquals(Map.of(zAsA.address() + " a", "z"), b2.otherNodesSeen());
+      assertEquals(0, b2.stats().senderNotInCertificate(), b2.stats().toString());
     }
   }
 
