@@ -2427,7 +2427,12 @@ public final class HttpTransport implements Transport {
 
     /**
      * Threads writing the answers to inbound requests (authenticated ones only; requests are
-     * read on the {@link #readerThreads}). Default 4.
+     * read on the {@link #readerThreads}). Default 4. Each writes one answer at a time, in the
+     * order they were handed over, under {@link #inboundIoTimeout}: an answer larger than its
+     * connection's socket buffers take, to a peer that does not read it, holds its thread for
+     * up to that long, so that {@code n} such answers delay every other answer (by up to
+     * {@code inboundIoTimeout} for each {@code n} of them ahead; docs/deployment.md, "Answers to
+     * a peer that stops reading"). Answers of a few KiB go into the buffers at once.
      *
      * @param n the number of threads
      * @return this builder
