@@ -49,7 +49,7 @@ public final class PaperMain {
         --distributions A,B      subset of: uniform,skewed
         --window S               timeline window in simulated seconds (default 20; at
                                  most 100,000 windows in requests/rate seconds)
-        --threads N              runs in parallel (default: cores, at most 4)
+        --threads N              runs in parallel, 1 to 16 (default: cores, at most 4)
         --out DIR                output directory (default benchmarks/target/results)
         --no-plots               skip the PNG charts
         --help                   this text

@@ -26,7 +26,8 @@ import java.util.function.Function;
  * @param engine the engine model of every node
  * @param timelineWindowSeconds width of the windows of the over-time series: at least 1 ns,
  *     and wide enough that the run's expected length makes at most {@link #MAX_TIMELINE_WINDOWS}
- * @param threads runs executed in parallel (each run is single-threaded and deterministic)
+ * @param threads runs executed in parallel, 1 to {@link #MAX_THREADS} (each run is
+ *     single-threaded and deterministic)
  * @param policies the policies to compare, each once
  * @param distributions the popularity distributions to compare, each once
  * @param mmluDir the MMLU data directory, or null for the MMLU-shaped generator
@@ -62,6 +63,12 @@ public record SimConfig(
    * all its arrivals and results at once, so a much larger count runs out of memory.
    */
   public static final int MAX_REQUESTS = 1_000_000;
+
+  /**
+   * Most runs executed in parallel: each run in progress holds its whole cluster, arrivals and
+   * results, so more at once than cores to run them fill the heap and gain nothing.
+   */
+  public static final int MAX_THREADS = 16;
 
   /** The main job's defaults (docs/simulator.md explains each). */
   public static SimConfig defaults() {
@@ -146,8 +153,9 @@ public record SimConfig(
           "timeline window of %s s makes about %.3g windows over the run's %.0f s; at most %d",
           timelineWindowSeconds, windows, requests / ratePerSecond, MAX_TIMELINE_WINDOWS));
     }
-    if (threads < 1) {
-      throw new IllegalArgumentException("threads must be >= 1, was " + threads);
+    if (threads < 1 || threads > MAX_THREADS) {
+      throw new IllegalArgumentException(
+          "threads must be 1 to " + MAX_THREADS + ", was " + threads);
     }
     if (policies.isEmpty() || distributions.isEmpty()) {
       throw new IllegalArgumentException("give at least one policy and one distribution");

@@ -79,6 +79,25 @@ class PaperMainTest {
   }
 
   /**
+   * A thread count above {@link SimConfig#MAX_THREADS} is refused before anything runs: each
+   * run in progress holds its whole cluster and results, and any count was taken, as many runs
+   * at once as the command makes.
+   */
+  @Test
+  void threadsBeyondTheBoundAreRefusedBeforeAnythingRuns() throws Exception {
+    for (String n : new String[] {"1000", "17", "0"}) {
+      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+          () -> PaperMain.parse(new String[] {"--threads", n}), n);
+      assertEquals("threads must be 1 to 16, was " + n, e.getMessage());
+    }
+    assertEquals(16, PaperMain.parse(new String[] {"--threads", "16"}).config().threads());
+    Run run = execute("--threads", "1000", "--requests", "10", "--policies", "paper",
+        "--delays", "2", "--distributions", "uniform", "--no-plots");
+    assertEquals(2, run.code());
+    assertTrue(run.err().startsWith("error: threads must be 1 to 16, was 1000"), run.err());
+  }
+
+  /**
    * A rate so low that the run's arrivals pass the simulated clock's range (a long of
    * nanoseconds) is refused, even with a window wide enough for few windows: it ran, and
    * reported every request of every policy failed.
