@@ -1,5 +1,7 @@
 package io.github.prefixrouter.bench;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -414,6 +416,38 @@ public final class Flags {
       values.add(v);
     }
     return values;
+  }
+
+  /**
+   * Refuses an output path that could not be written once the work is done, so that it stops
+   * the command before anything runs (the results are written only at the end, and were lost
+   * with a stack trace): a directory's path that is a file, a file's path that is a directory,
+   * or a path whose nearest existing parent is a file (no directory can be made under it).
+   *
+   * @param flag the flag that gave the path, with its {@code --}
+   * @param path the path given
+   * @param directory true if the path is a directory to make, false if a file to write
+   * @return {@code path}
+   * @throws IllegalArgumentException saying which, naming the flag and the path
+   */
+  public static Path output(String flag, Path path, boolean directory) {
+    if (directory && Files.exists(path) && !Files.isDirectory(path)) {
+      throw new IllegalArgumentException(flag + " " + path + " exists and is not a directory");
+    }
+    if (!directory && Files.isDirectory(path)) {
+      throw new IllegalArgumentException(flag + " " + path + " is a directory, not a file");
+    }
+    for (Path p = path.toAbsolutePath().getParent(); p != null; p = p.getParent()) {
+      if (Files.exists(p)) {
+        // the nearest existing parent: a file there leaves no way to make the directories
+        if (!Files.isDirectory(p)) {
+          throw new IllegalArgumentException(
+              flag + " " + path + ": " + p + " exists and is not a directory");
+        }
+        break;
+      }
+    }
+    return path;
   }
 
   /**

@@ -224,20 +224,8 @@ public final class PaperMain {
     if (mmlu != null && !Files.isDirectory(mmlu)) {
       throw new IllegalArgumentException("--mmlu " + mmlu + ": not a directory");
     }
-    if (Files.exists(outDir) && !Files.isDirectory(outDir)) {
-      // checked now: the JSON and charts are written only after the whole simulation
-      throw new IllegalArgumentException("--out " + outDir + " exists and is not a directory");
-    }
-    for (Path p = outDir.toAbsolutePath().getParent(); p != null; p = p.getParent()) {
-      if (Files.exists(p)) {
-        // the nearest existing parent: a file there leaves no way to make the directory
-        if (!Files.isDirectory(p)) {
-          throw new IllegalArgumentException(
-              "--out " + outDir + ": " + p + " exists and is not a directory");
-        }
-        break;
-      }
-    }
+    // checked now: the JSON and charts are written only after the whole simulation
+    Flags.output("--out", outDir, true);
     EngineProfile engine =
         new EngineProfile(
             blockSize,

@@ -138,7 +138,8 @@ public final class GossipBenchmarkMain {
      *     {@code --delay-ms}, a capacity below one block, a cluster size below 2 or above {@link #MAX_NODES},
      *     {@code --sizes} with {@code --skip-dissemination}, a {@code --message-bytes} that is
      *     not a list of sizes from 1k to 16m, each once, or a {@code --message-size-nodes} below
-     *     2 or above {@link #MAX_MESSAGE_SIZE_NODES}
+     *     2 or above {@link #MAX_MESSAGE_SIZE_NODES}, or an {@code --out} that is a directory or
+     *     lies under a file ({@link Flags#output})
      */
     static Options parse(String[] args) {
       Flags f = Flags.parse(args, Set.of("--quick", "--skip-dissemination"), VALUE_FLAGS);
@@ -210,7 +211,7 @@ public final class GossipBenchmarkMain {
           java.util.Arrays.stream(f.wholes("--message-size-nodes", "16,256", 2,
               "a cluster of one gossips with no one", MAX_MESSAGE_SIZE_NODES))
               .mapToInt(Math::toIntExact).toArray(),
-          f.has("--out") ? Path.of(f.string("--out", null))
+          f.has("--out") ? Flags.output("--out", Path.of(f.string("--out", null)), false)
               : ResultsJson.resultsDir(GossipBenchmarkMain.class).resolve("gossip.json"));
     }
 

@@ -77,7 +77,8 @@ public final class RouteBenchmarkMain {
    * @throws IllegalArgumentException for an unknown flag, one given twice or without its value,
    *     a size that is not a whole number, peers other than 1 to 32,768 or tokens other than 64
    *     to {@link InferenceRequest#MAX_PROMPT_TOKENS} (as {@link RouteFixture.Args}), or a
-   *     workload other than FIXED and SHARED (each value at most once)
+   *     workload other than FIXED and SHARED (each value at most once), or an {@code --out}
+   *     that is a directory or lies under a file ({@link Flags#output})
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of("--full", "--gc"),
@@ -86,7 +87,7 @@ public final class RouteBenchmarkMain {
     return new Options(f.has("--full"), f.has("--gc"), sizes(f, "--peers", 1, 32_768),
         sizes(f, "--tokens", 64, InferenceRequest.MAX_PROMPT_TOKENS),
         f.oneOfEach("--workload", null, Set.of("FIXED", "SHARED")),
-        f.has("--out") ? Path.of(f.string("--out", null)) : out);
+        f.has("--out") ? Flags.output("--out", Path.of(f.string("--out", null)), false) : out);
   }
 
   /** The sizes {@code flag} lists, each {@code min} to {@code max}, as RouteFixture.Args's. */

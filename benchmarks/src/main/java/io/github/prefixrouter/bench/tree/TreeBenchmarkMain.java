@@ -80,12 +80,14 @@ public final class TreeBenchmarkMain {
    * Parses the command line.
    *
    * @throws IllegalArgumentException for an unknown flag, one given twice or one without its
-   *     value
+   *     value, or an {@code --out} that is a directory or lies under a file
+   *     ({@link Flags#output})
    */
   static Options options(String[] args) {
     Flags f = Flags.parse(args, Set.of("--full", "-h", "--help"), Set.of("--mmlu", "--out"));
     return new Options(f.string("--mmlu", null), f.has("--full"),
-        f.has("--out") ? Path.of(f.string("--out", null)) : null, f.has("-h") || f.has("--help"));
+        f.has("--out") ? Flags.output("--out", Path.of(f.string("--out", null)), false) : null,
+        f.has("-h") || f.has("--help"));
   }
 
   public static void main(String[] args) throws RunnerException, IOException {

@@ -40,6 +40,27 @@ class GossipBenchmarkMainTest {
   }
 
   /**
+   * An {@code --out} that is a directory, or lies under a file, is refused before anything
+   * runs: it was taken, and writing gossip.json failed with a stack trace after the whole
+   * benchmark, its figures lost.
+   */
+  @Test
+  void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
+      throws Exception {
+    Path file = Files.writeString(dir.resolve("results"), "not a directory");
+    Path under = file.resolve("gossip").resolve("gossip.json");
+    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
+        refused("--out", under.toString()));
+    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
+    Path fresh = dir.resolve("new").resolve("gossip.json");
+    assertEquals(fresh, parse("--out", fresh.toString()).out());
+  }
+
+  private static String refused(String... args) {
+    return assertThrows(IllegalArgumentException.class, () -> parse(args)).getMessage();
+  }
+
+  /**
    * A change that never reaches the other nodes has no time to 99% of them: the target is
    * missed, not met with a worst time of 0 rounds.
    */

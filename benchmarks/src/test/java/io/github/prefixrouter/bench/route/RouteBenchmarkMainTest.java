@@ -6,9 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.json.Json;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import org.openjdk.jmh.util.ListStatistics;
 
 class RouteBenchmarkMainTest {
@@ -50,6 +53,23 @@ class RouteBenchmarkMainTest {
         new String[] {"--peers", "1,32768", "--tokens", "64,1048576"});
     assertEquals(List.of("1", "32768"), o.peers());
     assertEquals(List.of("64", "1048576"), o.tokens());
+  }
+
+  /**
+   * An {@code --out} that is a directory, or lies under a file, is refused before anything
+   * runs: it was taken, and writing route.json failed with a stack trace after the whole
+   * benchmark, its figures lost.
+   */
+  @Test
+  void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
+      throws Exception {
+    Path file = Files.writeString(dir.resolve("results"), "not a directory");
+    Path under = file.resolve("route").resolve("route.json");
+    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
+        refused("--out", under.toString()));
+    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
+    Path fresh = dir.resolve("new").resolve("route.json");
+    assertEquals(fresh, RouteBenchmarkMain.options(new String[] {"--out", fresh.toString()}).out());
   }
 
   /** README: results go to benchmarks/target/results, next to the jar. */

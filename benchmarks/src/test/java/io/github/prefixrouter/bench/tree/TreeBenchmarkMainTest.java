@@ -5,8 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class TreeBenchmarkMainTest {
 
@@ -24,6 +26,23 @@ class TreeBenchmarkMainTest {
     assertEquals(new TreeBenchmarkMain.Options("d", true, Path.of("t.json"), false),
         TreeBenchmarkMain.options(new String[] {"--out", "t.json", "--full", "--mmlu", "d"}));
     assertTrue(TreeBenchmarkMain.options(new String[] {"-h"}).help());
+  }
+
+  /**
+   * An {@code --out} that is a directory, or lies under a file, is refused before anything
+   * runs: it was taken, and writing tree.json failed with a stack trace after the whole
+   * benchmark, its figures lost.
+   */
+  @Test
+  void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
+      throws Exception {
+    Path file = Files.writeString(dir.resolve("results"), "not a directory");
+    Path under = file.resolve("tree").resolve("tree.json");
+    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
+        refused("--out", under.toString()));
+    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
+    Path fresh = dir.resolve("new").resolve("tree.json");
+    assertEquals(fresh, TreeBenchmarkMain.options(new String[] {"--out", fresh.toString()}).out());
   }
 
   /** The LRU tree's row measures inserts only: its match cells are "-", as other gaps are. */
