@@ -91,10 +91,10 @@ public final class ChatWorkload {
    * "Answer:") of at most {@code maxUserChars} characters.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, has no
-   *     {@code dev/*_dev.csv} file, or a subject's file (dev or test) is missing, is not valid
-   *     UTF-8 or not valid CSV or has a row without six columns (the message names the file), or
-   *     no question is short enough
-   * @throws UncheckedIOException if a file cannot be read
+   *     {@code dev/*_dev.csv} file, or a subject's file (dev or test) is missing or a directory,
+   *     is not valid UTF-8 or not valid CSV or has a row without six columns (the message names
+   *     the file), or no question is short enough
+   * @throws UncheckedIOException if a file cannot be read; the message names it
    */
   public static ChatWorkload mmlu(Path dir, int maxSystemChars, int maxUserChars, int maxQuestions) {
     Path devDir = dir.resolve("dev");

@@ -82,11 +82,11 @@ public final class MmluPrompts implements PromptSource {
    * file order), to keep tokenization short.
    *
    * @throws IllegalArgumentException if the directory does not look like MMLU, or a subject's file
-   *     (dev or test) is missing, is not valid UTF-8 or not valid CSV, has a row without six
-   *     columns or a row whose answer is not a letter A to D, (dev file) has fewer than 5 rows,
-   *     or (test file) has no row or a question whose prompt's tokens do not start with the
-   *     shared prefix's; the message names the file
-   * @throws UncheckedIOException if a file cannot be read
+   *     (dev or test) is missing or a directory, is not valid UTF-8 or not valid CSV, has a row
+   *     without six columns or a row whose answer is not a letter A to D, (dev file) has fewer
+   *     than 5 rows, or (test file) has no row or a question whose prompt's tokens do not start
+   *     with the shared prefix's; the message names the file
+   * @throws UncheckedIOException if a file cannot be read; the message names it
    */
   public static MmluPrompts load(Path dir, int maxQuestionsPerSubject) {
     return load(dir, maxQuestionsPerSubject, false);
@@ -288,11 +288,16 @@ public final class MmluPrompts implements PromptSource {
   /**
    * The rows of an MMLU file, each checked to have the six columns.
    *
-   * @throws IllegalArgumentException if the file is missing, is not valid UTF-8 or not valid CSV,
-   *     or has a row without six columns; the message names the file
-   * @throws UncheckedIOException if the file cannot be read
+   * @throws IllegalArgumentException if the file is missing or a directory, is not valid UTF-8
+   *     or not valid CSV, or has a row without six columns; the message names the file
+   * @throws UncheckedIOException if the file cannot be read; the message names it
    */
   static List<CSVRecord> read(Path file) {
+    if (Files.isDirectory(file)) {
+      // listed by its name as a subject's file: reading it failed with "Is a directory" alone
+      throw new IllegalArgumentException(
+          "MMLU file " + file.toAbsolutePath() + " is a directory, not a file");
+    }
     List<CSVRecord> rows;
     try (Reader in = new StringReader(text(file))) {
       rows = CSV.parse(in).getRecords();
@@ -306,7 +311,9 @@ public final class MmluPrompts implements PromptSource {
       }
       throw e;
     } catch (IOException e) {
-      throw new UncheckedIOException(e);
+      // the exception's own message need not name the file
+      throw new UncheckedIOException(
+          "MMLU file " + file.toAbsolutePath() + " cannot be read: " + e.getMessage(), e);
     }
     for (CSVRecord r : rows) {
       if (r.size() != 6) {

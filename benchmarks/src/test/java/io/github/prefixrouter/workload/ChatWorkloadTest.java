@@ -128,6 +128,17 @@ class ChatWorkloadTest {
     assertRejectedNaming(empty, "e", "no dev/*_dev.csv files");
   }
 
+  /** A directory named like a data file is an error naming it, as in the token workload. */
+  @Test
+  void aDirectoryNamedLikeADataFileIsAnErrorNamingIt(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", null);
+    Files.createDirectories(dir.resolve("test/x_test.csv"));
+    RuntimeException e =
+        assertThrows(RuntimeException.class, () -> ChatWorkload.mmlu(dir, 1600, 600, 20));
+    assertEquals("MMLU file " + dir.resolve("test/x_test.csv").toAbsolutePath()
+        + " is a directory, not a file", e.getMessage());
+  }
+
   @Test
   void aTestFileWithoutItsDevFileIsRejectedByName(@TempDir Path tmp) throws Exception {
     Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,A\n");

@@ -63,6 +63,22 @@ class MmluPromptsTest {
     assertTrue(e.getMessage().contains(what), e.getMessage());
   }
 
+  /**
+   * A directory named like a data file cannot be read: the error names it (it was
+   * "java.io.IOException: Is a directory", naming no path).
+   */
+  @Test
+  void aDirectoryNamedLikeADataFileIsAnErrorNamingIt(@TempDir Path tmp) throws Exception {
+    for (String file : new String[] {"dev/x_dev.csv", "test/x_test.csv"}) {
+      Path dir = mmlu(tmp.resolve(file.substring(0, 3)), DEV, "q1,a,b,c,d,A\n");
+      Files.delete(dir.resolve(file));
+      Files.createDirectories(dir.resolve(file));
+      RuntimeException e = assertThrows(RuntimeException.class, () -> MmluPrompts.load(dir));
+      assertEquals("MMLU file " + dir.resolve(file).toAbsolutePath() + " is a directory, not a"
+          + " file", e.getMessage());
+    }
+  }
+
   @Test
   void aTestFileWithoutQuestionsIsRejectedByName(@TempDir Path tmp) throws Exception {
     assertRejectedNaming(mmlu(tmp, DEV, ""), "x_test.csv", "no questions");
