@@ -86,7 +86,8 @@ public final class ChatWorkload {
 
   /**
    * MMLU conversations: per subject, the system prompt is the 5-shot header with as many shots
-   * (from the first) as keep it within {@code maxSystemChars} characters, and the user messages
+   * (from the first) as keep it within {@code maxSystemChars} characters (the header alone, never
+   * cut, where even it is longer: the description counts those subjects), and the user messages
    * are the first {@code maxQuestions} test questions (in the shots' layout, ending with
    * "Answer:") of at most {@code maxUserChars} characters.
    *
@@ -103,6 +104,7 @@ public final class ChatWorkload {
     List<String> systems = new ArrayList<>();
     List<List<String>> users = new ArrayList<>();
     int shotsDropped = 0;
+    int headerOnly = 0;
     for (String subject : subjects) {
       List<CSVRecord> shots = MmluPrompts.read(devDir.resolve(subject + "_dev.csv"));
       // sent without the layout's trailing blank line, so measured without it
@@ -126,14 +128,20 @@ public final class ChatWorkload {
       if (!q.isEmpty()) {
         systems.add(system);
         users.add(q);
+        if (system.length() > maxSystemChars) {
+          headerOnly++; // the header is never cut: without shots, it is still longer
+        }
       }
     }
     if (systems.isEmpty()) {
       throw new IllegalArgumentException("no MMLU question within " + maxUserChars + " characters");
     }
     return new ChatWorkload("MMLU chats from " + dir + " (" + systems.size() + " subjects; system "
-        + "prompt: header and shots within " + maxSystemChars + " characters, " + shotsDropped
-        + " shots dropped; questions within " + maxUserChars + " characters)", systems, users);
+        + "prompt: header and shots within " + maxSystemChars + " characters, "
+        + (headerOnly == 0 ? "" : "except " + headerOnly + (headerOnly == 1 ? " subject whose"
+            : " subjects whose") + " header alone is longer (sent without shots), ")
+        + shotsDropped + " shots dropped; questions within " + maxUserChars + " characters)",
+        systems, users);
   }
 
   /** What it is, for the report. */

@@ -171,4 +171,23 @@ class ChatWorkloadTest {
     assertEquals("The following are multiple choice questions (with answers) about x.",
         shorter.system(0));
   }
+
+  /**
+   * A limit shorter than a subject's header leaves the header alone, longer than the limit: the
+   * description says so (it said every system prompt was within the limit).
+   */
+  @Test
+  void aLimitShorterThanTheHeaderIsNotDescribedAsMet(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "q,a,b,c,d,A\n", "q1,a,b,c,d,B\n");
+    String header = "The following are multiple choice questions (with answers) about x.";
+    ChatWorkload w = ChatWorkload.mmlu(dir, 10, 600, 20);
+    assertEquals(header, w.system(0));
+    assertTrue(w.description().contains("system prompt: header and shots within 10 characters,"
+        + " except 1 subject whose header alone is longer (sent without shots), 1 shots dropped;"),
+        w.description());
+    ChatWorkload fits = ChatWorkload.mmlu(dir, header.length(), 600, 20);
+    assertEquals(header, fits.system(0));
+    assertTrue(fits.description().contains("within " + header.length() + " characters, 1 shots"
+        + " dropped;"), fits.description());
+  }
 }
