@@ -282,13 +282,8 @@ class CertifiedNodeIdsTest {
         HttpTransport b = start("b", certB, true, new HttpTransportTest.Recorder());
         HttpTransport b2 = start("b", certB, false, new HttpTransportTest.Recorder())) {
       PeerAddress asA = new PeerAddress("a", impostor.localAddress().address());
-      TransportException e = failure(b.request(asA, bytes("q"), Duration.ofSeconds(20)));
-      assertEquals(TransportException.Kind.PROTOCOL, e.kind(), e.getMessage());
-      assertTrue(e.getMessage().contains("does not name a"), e.getMessage());
-      assertEquals(1, b.stats().senderNotInCertificate(), b.stats().toString());
+      TransportException e = refusedAsNotNamingA(b, asA);
       assertEquals(0, b.stats().bytesIn(), b.stats().toString());
-      assertEquals(Set.of("a CN=c"), b.uncertifiedSendersSeen());
-      assertEquals(0, b.stats().pendingRequests());
       // the answer was sent, and is taken by a client that does not bind node ids
       assertEquals("echo b q", text(b2.request(asA, bytes("q"), Duration.ofSeconds(20))));
       assertEquals(0, b2.stats().senderNotInCertificate());
@@ -315,13 +310,8 @@ class CertifiedNodeIdsTest {
           HttpTransport b = start("b", certB, true, new HttpTransportTest.Recorder());
           HttpTransport b2 = start("b", certB, false, new HttpTransportTest.Recorder())) {
         PeerAddress asA = new PeerAddress("a", impostor.localAddress().address());
-        TransportException e = failure(b.request(asA, bytes("q"), Duration.ofSeconds(20)));
-        assertEquals(TransportException.Kind.PROTOCOL, e.kind(), e.getMessage());
-        assertTrue(e.getMessage().contains("does not name a"), e.getMessage());
+        TransportException e = refusedAsNotNamingA(b, asA);
         assertFalse(e.getMessage().contains("MODEL_MISMATCH"), e.getMessage());
-        assertEquals(1, b.stats().senderNotInCertificate(), b.stats().toString());
-        assertEquals(Set.of("a CN=c"), b.uncertifiedSendersSeen());
-        assertEquals(0, b.stats().pendingRequests());
         // the error answer was sent, and is taken by a client that does not bind node ids
         TransportException taken = failure(b2.request(asA, bytes("q"), Duration.ofSeconds(20)));
         assertEquals(h == busy ? TransportException.Kind.BUSY : TransportException.Kind.PROTOCOL,
@@ -329,6 +319,21 @@ class CertifiedNodeIdsTest {
         assertEquals(0, b2.stats().senderNotInCertificate());
       }
     }
+  }
+
+  /**
+   * {@code b}'s request to {@code asA}, whose server's certificate names c, failed as PROTOCOL
+   * for a certificate that does not name a, counted once, nothing left pending.
+   */
+  private static TransportException refusedAsNotNamingA(HttpTransport b, PeerAddress asA)
+      throws Exception {
+    TransportException e = failure(b.request(asA, bytes("q"), Duration.ofSeconds(20)));
+    assertEquals(TransportException.Kind.PROTOCOL, e.kind(), e.getMessage());
+    assertTrue(e.getMessage().contains("does not name a"), e.getMessage());
+    assertEquals(1, b.stats().senderNotInCertificate(), b.stats().toString());
+    assertEquals(Set.of("a CN=c"), b.uncertifiedSendersSeen());
+    assertEquals(0, b.stats().pendingRequests());
+    return e;
   }
 
   /**

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.bench.OutputFlag;
 import io.github.prefixrouter.bench.Stdout;
 import io.github.prefixrouter.internal.json.Json;
 import io.github.prefixrouter.workload.PromptSource;
@@ -47,17 +48,7 @@ class GossipBenchmarkMainTest {
   @Test
   void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
       throws Exception {
-    Path file = Files.writeString(dir.resolve("results"), "not a directory");
-    Path under = file.resolve("gossip").resolve("gossip.json");
-    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
-        refused("--out", under.toString()));
-    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
-    Path fresh = dir.resolve("new").resolve("gossip.json");
-    assertEquals(fresh, parse("--out", fresh.toString()).out());
-  }
-
-  private static String refused(String... args) {
-    return assertThrows(IllegalArgumentException.class, () -> parse(args)).getMessage();
+    OutputFlag.assertCheckedBeforeAnythingRuns(dir, "gossip.json", args -> parse(args).out());
   }
 
   /**

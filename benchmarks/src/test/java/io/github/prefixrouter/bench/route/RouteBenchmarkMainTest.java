@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.prefixrouter.bench.OutputFlag;
 import io.github.prefixrouter.internal.json.Json;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
@@ -63,14 +63,9 @@ class RouteBenchmarkMainTest {
   @Test
   void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
       throws Exception {
-    Path file = Files.writeString(dir.resolve("results"), "not a directory");
-    Path under = file.resolve("route").resolve("route.json");
-    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
-        refused("--out", under.toString()));
-    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
-    Path fresh = dir.resolve("new").resolve("route.json");
-    assertEquals(fresh, RouteBenchmarkMain.options(new String[] {"--out", fresh.toString()}).out());
+    OutputFlag.assertCheckedBeforeAnythingRuns(dir, "route.json", args -> RouteBenchmarkMain.options(args).out());
   }
+
 
   /** README: results go to benchmarks/target/results, next to the jar. */
   @Test

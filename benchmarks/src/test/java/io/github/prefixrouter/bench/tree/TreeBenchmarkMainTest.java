@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
+import io.github.prefixrouter.bench.OutputFlag;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -36,14 +36,9 @@ class TreeBenchmarkMainTest {
   @Test
   void anOutputFileThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir)
       throws Exception {
-    Path file = Files.writeString(dir.resolve("results"), "not a directory");
-    Path under = file.resolve("tree").resolve("tree.json");
-    assertEquals("--out " + under + ": " + file + " exists and is not a directory",
-        refused("--out", under.toString()));
-    assertEquals("--out " + dir + " is a directory, not a file", refused("--out", dir.toString()));
-    Path fresh = dir.resolve("new").resolve("tree.json");
-    assertEquals(fresh, TreeBenchmarkMain.options(new String[] {"--out", fresh.toString()}).out());
+    OutputFlag.assertCheckedBeforeAnythingRuns(dir, "tree.json", args -> TreeBenchmarkMain.options(args).out());
   }
+
 
   /** The LRU tree's row measures inserts only: its match cells are "-", as other gaps are. */
   @Test
