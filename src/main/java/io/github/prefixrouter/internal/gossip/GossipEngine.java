@@ -1766,6 +1766,7 @@ public final class GossipEngine {
     if (!selfSeen) {
       budget = addUpdate(updates, serveSelf(from, 0, 0, budget, chunks, unlisted), budget);
     }
+    List<String> remembered = null; // unlisted origins whose blocks this answer carries
     for (Member m : members.values()) {
       if (m.status != Status.DEAD && m.seenStamp != stamp
           && !m.nodeId.equals(from.nodeId())) {
@@ -1777,16 +1778,41 @@ public final class GossipEngine {
         int chunksBefore = chunks.size();
         budget = addUpdate(updates,
             serveMember(m, 0, 0, budget, from, chunks, unlisted), budget);
-        if (chunks.size() > chunksBefore || (updates.size() > updatesBefore
-            && !updates.get(updates.size() - 1).deltas().isEmpty())) {
-          rememberUnlistedSent(from.nodeId(), syn.senderGeneration(), m, now);
+        if ((chunks.size() > chunksBefore || (updates.size() > updatesBefore
+            && !updates.get(updates.size() - 1).deltas().isEmpty()))
+            && rememberUnlistedSent(from.nodeId(), syn.senderGeneration(), m, now)) {
+          if (remembered == null) {
+            remembered = new ArrayList<>();
+          }
+          remembered.add(m.nodeId);
         }
       }
     }
     trimRequests(requests, budget);
     recordInFlight(from, updates);
+    Runnable unsentAck = () -> forgetInFlight(from, updates);
+    if (remembered != null) {
+      // an answer or a chunk whose send failed did not carry the blocks: not remembered as sent
+      List<String> origins = remembered;
+      long peerGeneration = syn.senderGeneration();
+      Runnable forget = () -> forgetUnlistedSent(from.nodeId(), peerGeneration, origins, now);
+      unsentAck = () -> {
+        forgetInFlight(from, updates);
+        forget.run();
+      };
+      for (int i = 0; i < chunks.size(); i++) {
+        Outgoing c = chunks.get(i);
+        Runnable unsentChunk = c.unsent();
+        chunks.set(i, new Outgoing(c.to(), c.payload(), c.sent(), () -> {
+          if (unsentChunk != null) {
+            unsentChunk.run();
+          }
+          forget.run();
+        }));
+      }
+    }
     out.add(new Outgoing(from, codec.encode(new Ack(syn.round(), generation, updates, requests)),
-        updateBytesCounter(updates), () -> forgetInFlight(from, updates)));
+        updateBytesCounter(updates), unsentAck));
     out.addAll(chunks);
   }
 
@@ -2336,8 +2362,11 @@ public final class GossipEngine {
         && now - at[1] < UNLISTED_SPACING * config.intervalNanos();
   }
 
-  /** Remembers that {@code origin}'s blocks were just sent to {@code peer}, which left it out. */
-  private void rememberUnlistedSent(String peer, long peerGeneration, Member origin, long now) {
+  /**
+   * Remembers that {@code origin}'s blocks are being sent to {@code peer}, which left it out;
+   * false if there is no room to (the blocks then simply go again next time).
+   */
+  private boolean rememberUnlistedSent(String peer, long peerGeneration, Member origin, long now) {
     UnlistedSent u = unlistedSent.get(peer);
     if (u != null && u.peerGeneration != peerGeneration) {
       unlistedEntries -= u.origins.size(); // the peer restarted: what it was sent is gone
@@ -2348,10 +2377,10 @@ public final class GossipEngine {
     if (at != null) {
       at[0] = origin.generation;
       at[1] = now;
-      return;
+      return true;
     }
     if (unlistedEntries >= IN_FLIGHT_MAX_ENTRIES) {
-      return; // full: this peer simply gets the blocks again
+      return false; // full: this peer simply gets the blocks again
     }
     if (u == null) {
       u = new UnlistedSent(peerGeneration);
@@ -2359,6 +2388,29 @@ public final class GossipEngine {
     }
     u.origins.put(origin.nodeId, new long[] {origin.generation, now});
     unlistedEntries++;
+    return true;
+  }
+
+  /**
+   * Takes back what {@link #rememberUnlistedSent} noted at {@code now} of {@code origins} for
+   * {@code peer}: the message that was to carry their blocks was not sent. Under the write lock.
+   */
+  private void forgetUnlistedSent(String peer, long peerGeneration, List<String> origins,
+      long now) {
+    UnlistedSent u = unlistedSent.get(peer);
+    if (u == null || u.peerGeneration != peerGeneration) {
+      return;
+    }
+    for (String origin : origins) {
+      long[] at = u.origins.get(origin);
+      if (at != null && at[1] == now) {
+        u.origins.remove(origin);
+        unlistedEntries--;
+      }
+    }
+    if (u.origins.isEmpty()) {
+      unlistedSent.remove(peer);
+    }
   }
 
   /** Drops in-flight entries that expired or whose origin is gone or restarted. */
