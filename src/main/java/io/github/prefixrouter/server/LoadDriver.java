@@ -3,6 +3,7 @@ package io.github.prefixrouter.server;
 import io.github.prefixrouter.GenerationParams;
 import io.github.prefixrouter.internal.Durations;
 import io.github.prefixrouter.internal.json.Json;
+import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
@@ -177,6 +178,9 @@ public final class LoadDriver {
     this.temperature = b.temperature;
     this.stop = b.stop;
     this.model = b.model;
+    // the nodes' client ports close a connection idle for 30 s: let go of one before that, as
+    // the library's own clients do (unless the host set its own idle time)
+    JdkHttpClients.ensureKeepAlive();
     this.client = HttpClient.newBuilder()
         .version(HttpClient.Version.HTTP_1_1)
         .connectTimeout(Duration.ofSeconds(2))

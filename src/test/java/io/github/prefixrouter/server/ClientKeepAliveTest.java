@@ -1,6 +1,7 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
 import java.util.List;
@@ -39,6 +40,18 @@ class ClientKeepAliveTest {
     assertEquals("io.github.prefixrouter.spi.TransportException: UNREACHABLE",
         out.get("second").replaceAll(":[^:]*$", "").replaceAll("(UNREACHABLE).*", "$1"),
         out.toString());
+  }
+
+  /**
+   * The load generator's driver, which builds a client of its own against the nodes' client
+   * ports (JDK servers too), lets go of idle connections as early: it set nothing, so its client
+   * kept them for 1200 s.
+   */
+  @Test
+  void theLoadDriversClientLetsGoOfIdleConnectionsAsEarly() throws Exception {
+    String text = ProbeJvm.run(List.of("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+        LoadDriverKeepAliveProbe.class, List.of(), 60);
+    assertTrue(text.contains("property 20\n"), text);
   }
 
   private static Map<String, String> probe(List<String> jvmFlags, int peerIdleSeconds)
