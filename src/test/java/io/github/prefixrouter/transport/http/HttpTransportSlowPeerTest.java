@@ -220,15 +220,10 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
    */
   @Test
   void anAnswerWithAContentLengthThatIsNoNumberIsAProtocolFailure() throws Exception {
-    StallingHttpPeer fake = new StallingHttpPeer(
-        "HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nx");
-    toClose.add(fake);
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
-    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
-    TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+    TransportException t =
+        failureAgainst(b, "HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nx");
     assertEquals(TransportException.Kind.PROTOCOL, t.kind(), t.toString());
     assertTrue(t.getMessage().contains("Content-Length is not a length: \"abc\""),
         t.getMessage());
@@ -259,16 +254,11 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
    */
   @Test
   void anUnsignedErrorAnswerFailsTheRequestWithItsText() throws Exception {
-    StallingHttpPeer fake = new StallingHttpPeer("HTTP/1.1 500 Internal Server Error\r\n"
-        + "PR-Error: PROTOCOL: MODEL_MISMATCH: node a serves model id 'x'\r\n"
-        + "Content-Length: 0\r\n\r\n");
-    toClose.add(fake);
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .clusterKey(HttpTransportTest.KEY), new HttpTransportTest.Recorder());
-    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
-    TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+    TransportException t = failureAgainst(b, "HTTP/1.1 500 Internal Server Error\r\n"
+        + "PR-Error: PROTOCOL: MODEL_MISMATCH: node a serves model id 'x'\r\n"
+        + "Content-Length: 0\r\n\r\n");
     assertEquals(TransportException.Kind.PROTOCOL, t.kind(), t.toString());
     assertTrue(t.getMessage().endsWith("answered HTTP 500: PROTOCOL: MODEL_MISMATCH: node a serves"
         + " model id 'x'"), t.getMessage());
@@ -301,17 +291,25 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
       java.util.function.Predicate<TransportException> expected) throws Exception {
     List<String> problems = new ArrayList<>();
     for (String answer : answers) {
-      StallingHttpPeer fake = new StallingHttpPeer(answer);
-      toClose.add(fake);
-      PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
-      ExecutionException e = assertThrows(ExecutionException.class,
-          () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
-      TransportException t = assertInstanceOf(TransportException.class, e.getCause());
+      TransportException t = failureAgainst(b, answer);
       if (!expected.test(t)) {
         problems.add(t.toString());
       }
     }
     return problems;
+  }
+
+  /**
+   * How {@code b}'s request fails against a peer that answers {@code answer} (and fails the test
+   * if it is answered).
+   */
+  private TransportException failureAgainst(HttpTransport b, String answer) throws Exception {
+    StallingHttpPeer fake = new StallingHttpPeer(answer);
+    toClose.add(fake);
+    PeerAddress peer = new PeerAddress("a", "127.0.0.1:" + fake.port());
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> b.request(peer, new byte[] {1}, Duration.ofSeconds(10)).get(20, TimeUnit.SECONDS));
+    return assertInstanceOf(TransportException.class, e.getCause());
   }
 
   /**
