@@ -318,12 +318,8 @@ class MembershipTest {
   void anAckIsOneRoundTripSampleEvenWhenItCarriesItsSendersRestart() throws Exception {
     SimulatedScheduler time = new SimulatedScheduler();
     List<byte[]> sent = new ArrayList<>();
-    PeerAddress me = new PeerAddress("me", "sim:me");
     PeerAddress b = new PeerAddress("b", "sim:b");
-    GossipEngine e = new GossipEngine(me, 1, config(), List.of(), time, time,
-        new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
-    e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
-        "sim:b", 0, List.of()))));
+    GossipEngine e = knowingB(time, sent);
     long round = synRound(e, sent);
     time.advanceBy(20_000_000);
     Ack ack = new Ack(round, 6, List.of(new Update(new DigestEntry("b", 6, 0, 1, 0, 0, false),
@@ -347,12 +343,8 @@ class MembershipTest {
   void aRestartMakesThePeersRoundTripUnknownUntilItsNextSample() throws Exception {
     SimulatedScheduler time = new SimulatedScheduler();
     List<byte[]> sent = new ArrayList<>();
-    PeerAddress me = new PeerAddress("me", "sim:me");
     PeerAddress b = new PeerAddress("b", "sim:b");
-    GossipEngine e = new GossipEngine(me, 1, config(), List.of(), time, time,
-        new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
-    e.handle(b, new Ack2(5, List.of(new Update(new DigestEntry("b", 5, 0, 1, 0, 0, false),
-        "sim:b", 0, List.of()))));
+    GossipEngine e = knowingB(time, sent);
     long[] delays = {20_000_000, 60_000_000};
     for (int run = 0; run < 2; run++) {
       sent.clear();
@@ -368,6 +360,18 @@ class MembershipTest {
         assertEquals(-1, peer(e, "b").rttNanos(), "round trip of the new run");
       }
     }
+  }
+
+  /**
+   * An engine "me" that knows peer b (at sim:b) in its generation 5, with no round trip yet; what
+   * it sends goes to {@code sent}.
+   */
+  private static GossipEngine knowingB(SimulatedScheduler time, List<byte[]> sent) {
+    GossipEngine e = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config(), List.of(),
+        time, time, new SplittableRandom(5), () -> EngineLoad.IDLE, (to, p) -> sent.add(p));
+    e.handle(new PeerAddress("b", "sim:b"), new Ack2(5, List.of(new Update(
+        new DigestEntry("b", 5, 0, 1, 0, 0, false), "sim:b", 0, List.of()))));
+    return e;
   }
 
   /**
