@@ -311,7 +311,9 @@ public interface PrefixRouterNode extends AutoCloseable {
    * {@link #engine}. Defaults:
    * <ul>
    *   <li>{@code config}: {@link RouterConfig#defaults()};
-   *   <li>{@code clock}: {@link Clock#system()};
+   *   <li>{@code clock}: the scheduler, if one is given that is also a {@link Clock} (as
+   *       {@link io.github.prefixrouter.testing.SimulatedScheduler} is), so that the node's
+   *       readings and its timers keep the same time; else {@link Clock#system()};
    *   <li>{@code scheduler}: if none is given, {@code build()} creates
    *       {@link io.github.prefixrouter.spi.Schedulers#newSingleThread} named
    *       {@code prefix-router-<nodeId>}, owned by the node and closed when it stops (the only
@@ -396,7 +398,9 @@ public interface PrefixRouterNode extends AutoCloseable {
     }
 
     /**
-     * The time source (default {@link Clock#system()}). A reading that throws is taken as the
+     * The time source (default: the scheduler if it is also a {@link Clock}, as
+     * {@link io.github.prefixrouter.testing.SimulatedScheduler} is, else {@link Clock#system()}).
+     * A reading that throws is taken as the
      * latest one that did not, and one that throws in {@link #build()} fails the build (see
      * {@link Clock}).
      *
@@ -499,7 +503,8 @@ public interface PrefixRouterNode extends AutoCloseable {
             + "would drop the larger gossip messages; lower gossipMessageBytes or raise the "
             + "transport's limit");
       }
-      Clock c = GuardedClock.of("node " + nodeId, clock != null ? clock : Clock.system());
+      Clock c = GuardedClock.of("node " + nodeId, clock != null ? clock
+          : scheduler instanceof Clock schedulerClock ? schedulerClock : Clock.system());
       RandomGenerator r = random;
       if (r == null) {
         long seed = nodeId.hashCode() * 0x9E3779B97F4A7C15L ^ c.nanoTime();

@@ -37,6 +37,34 @@ class PrefixRouterNodeTest {
     assertThrows(NullPointerException.class, () -> PrefixRouterNode.builder().clock(null));
   }
 
+  /**
+   * A node given a scheduler that is also a clock ({@link SimulatedScheduler}) and no clock of
+   * its own reads time from that scheduler, as {@code SimulatedEngine} does: before, it read the
+   * system clock while its timers ran in simulated time, so its gossip generation came from the
+   * machine's uptime and a peer cut off for a simulated minute was still counted live.
+   */
+  @Test
+  void aSchedulerThatIsAClockIsTheClockWhenNoneIsGiven() {
+    sim.advanceBy(5_000_000_000L);
+    PrefixRouterNode a = PrefixRouterNode.builder().nodeId("a").transport(net.transport("a"))
+        .engine(engine(false)).scheduler(sim).random(new SplittableRandom(1)).build();
+    PrefixRouterNode b = PrefixRouterNode.builder().nodeId("b").transport(net.transport("b"))
+        .engine(engine(false)).scheduler(sim).random(new SplittableRandom(2))
+        .seeds(List.of(InMemoryNetwork.addressOf("a"))).build();
+    a.start();
+    b.start();
+    assertEquals(5_000_001, a.stats().gossip().generation(),
+        "the generation is the simulated clock's reading in microseconds, plus 1");
+    sim.advanceBy(2_000_000_000L);
+    assertEquals(1, a.stats().peersLive(), "a knows b");
+    net.crash("b");
+    sim.advanceBy(60_000_000_000L);
+    assertEquals(0, a.stats().peersLive(),
+        "b, silent for a simulated minute (peerDeadAfter 10 s), is dead to a");
+    a.stop();
+    sim.runUntilIdle(10_000);
+  }
+
   @Test
   void engineDrivenModeDemandedOfASilentEngineIsRejected() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
