@@ -14,7 +14,14 @@ import java.util.function.Consumer;
  * <ul>
  *   <li>{@link #execute} never blocks the caller's thread and returns a future that completes
  *       exactly once: with an {@link EngineResult} or exceptionally with an
- *       {@link EngineException}.
+ *       {@link EngineException}. Only a retryable one
+ *       ({@link EngineException#retryable()}) can be tried on a peer and count toward
+ *       {@link io.github.prefixrouter.RouterConfig#engineFailureLimit()}: anything else
+ *       ({@code execute} throwing, or its future failed with any other exception, such as an
+ *       {@code IOException} of the host's HTTP client) fails a local client's request at once,
+ *       however healthy the peers, and never makes the node route around its engine. An
+ *       adapter wraps a failure another engine could avoid (a connection refused, a 5xx) in
+ *       {@code new EngineException(message, true, cause)}.
  *   <li>The same tokens and parameters give the same output on any node (deterministic
  *       decoding; a sampled request draws from its {@code seed}, not from a source of the
  *       engine's own), so routing never changes an answer.
