@@ -476,7 +476,8 @@ public final class HttpTransport implements Transport {
    * releases the port and the threads it started, and the transport is closed.
    *
    * @throws IllegalStateException if called twice or after close
-   * @throws java.io.UncheckedIOException if the listen address cannot be bound
+   * @throws java.io.UncheckedIOException if the listen address cannot be bound; its message
+   *     names the address and why (the JDK's message: "Address already in use", say)
    */
   @Override
   public void start(InboundHandler handler) {
@@ -507,8 +508,9 @@ public final class HttpTransport implements Transport {
       }
     } catch (IOException e) {
       started.set(false);
-      throw new java.io.UncheckedIOException(
-          "cannot listen on " + config.listenHost + ":" + config.listenPort, e);
+      // says why too (an address in use, one not on this host): a host logs the message
+      throw new java.io.UncheckedIOException("cannot listen on " + config.listenHost + ":"
+          + config.listenPort + (e.getMessage() != null ? ": " + e.getMessage() : ""), e);
     }
     try {
       startBound(prefix);

@@ -1409,4 +1409,24 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     field.set(t, value);
     return replaced;
   }
+
+  /**
+   * A port another process holds fails the start with a message that says why, not only where:
+   * a host that logs the exception's message (as the node's own warning does) read "cannot
+   * listen on 127.0.0.1:7001" and had to find the cause's "Address already in use" elsewhere.
+   */
+  @Test
+  void aPortInUseFailsTheStartSayingWhy() throws Exception {
+    try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      HttpTransport t = HttpTransport.builder().nodeId("a")
+          .listen("127.0.0.1", taken.getLocalPort()).clusterKey(HttpTransportTest.KEY).build();
+      java.io.UncheckedIOException e = assertThrows(java.io.UncheckedIOException.class,
+          () -> t.start(new HttpTransportTest.Recorder()));
+      assertTrue(e.getMessage().startsWith("cannot listen on 127.0.0.1:" + taken.getLocalPort()),
+          e.getMessage());
+      String why = e.getCause().getMessage();
+      assertTrue(why != null && !why.isBlank(), "the cause says why: " + e.getCause());
+      assertTrue(e.getMessage().endsWith(": " + why), e.getMessage());
+    }
+  }
 }
