@@ -69,9 +69,13 @@ public final class Schedulers {
   }
 
   /**
-   * Creates a scheduler with one daemon thread named {@code name-N}. This is the only place in
-   * the library that creates a thread, and only when the host calls it; the returned scheduler
-   * is {@link AutoCloseable} and stops its thread on {@link ClosableScheduler#close()}.
+   * Creates a scheduler with one daemon thread named {@code name-N}. This is the only thread of
+   * the node's core, and only when the host calls it (or leaves a node's builder without a
+   * scheduler); the adapters a host chooses start threads of their own, each documented there
+   * ({@code HttpTransport}'s server, readers and writers, {@code ReferenceEngine}'s workers,
+   * {@code OpenAiCompatibleEngine}'s HTTP client, {@code VllmKvEventSubscriber}'s reader). The
+   * returned scheduler is {@link AutoCloseable} and stops its thread on
+   * {@link ClosableScheduler#close()}.
    *
    * @param name the thread name's prefix
    * @return a new scheduler with its own thread, which the caller closes
