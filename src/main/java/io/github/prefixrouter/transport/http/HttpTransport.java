@@ -217,7 +217,11 @@ import org.slf4j.LoggerFactory;
  * opens a connection of its own (with TLS, a handshake of its own), so a burst of requests and
  * messages to a peer with no idle connection opens as many connections at once, and
  * {@code maxInFlightPerPeer} is the only bound on them. Inbound, at most
- * {@code maxInboundRequests} requests are handled at once; more are answered 503. A connection
+ * {@code maxInboundRequests} requests are handled at once; more are answered 503. A request
+ * holds its slot until its answer (the handler's, the 504 of {@code maxHandlingTime}, the 503 of
+ * {@link #close()}) has been written, or its write has failed or been cut, or its connection
+ * has been closed unwritten, so that the answers waiting for a server thread or being written
+ * are never more than {@code maxInboundRequests} either. A connection
  * that has started a request must deliver all of it (request line, headers and body; over TLS
  * the handshake too, counted from the connection's first byte) within
  * {@code inboundIoTimeout}, and take an answer within the same time
@@ -266,7 +270,8 @@ import org.slf4j.LoggerFactory;
  * one-way messages still awaiting their answer (closing their connections), stops accepting
  * inbound traffic, answers inbound requests still being handled with 503 and releases its
  * threads. It waits at most {@code inboundIoTimeout} for the answers being written (the 503s
- * among them), then closes the connections of those still blocked. A message or request still
+ * among them), then closes the connections of those still blocked, and of those no server
+ * thread has started (not written), giving back their inbound slots. A message or request still
  * being read or authenticated never reaches the handler: it is answered 503 if its body was
  * read in full, or its connection is closed mid-body (the sender sees it as unreachable, so a
  * forward falls back as for any peer that went away); a message already
@@ -362,8 +367,19 @@ public final class HttpTransport implements Transport {
    */
   private final Set<CompletableFuture<HttpResponse<Void>>> messagesInFlight =
       ConcurrentHashMap.newKeySet();
+  /** Inbound requests whose handler has not answered yet, each holding an inbound slot. */
   private final Set<HttpExchange> inboundPending = ConcurrentHashMap.newKeySet();
+  /**
+   * Slots of {@code maxInboundRequests} held: by the requests being handled
+   * ({@link #inboundPending}) and by the answers handed to the server threads and not yet written
+   * or dropped ({@link #replies}).
+   */
   private final AtomicInteger inboundRequests = new AtomicInteger();
+  /**
+   * Answers handed to the server threads and neither written nor dropped yet, each holding its
+   * request's inbound slot: {@link #close()} drops those still waiting once it stops waiting.
+   */
+  private final Set<Reply> replies = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
   /**
@@ -667,7 +683,6 @@ public final class HttpTransport implements Transport {
       // shutdownNow, which closes its connection
       for (HttpExchange ex : inboundPending) {
         if (inboundPending.remove(ex)) {
-          inboundRequests.decrementAndGet();
           writeLater(ex, 503, "transport closed");
         }
       }
@@ -679,6 +694,11 @@ public final class HttpTransport implements Transport {
     }
     if (serverExecutor != null) {
       serverExecutor.shutdownNow();
+      // the answers no server thread has started by now are not written: their connections
+      // are closed (server.stop closed them already) and their inbound slots given back
+      for (Reply r : replies) {
+        r.drop();
+      }
     }
     if (readers != null) {
       readers.shutdownNow();
@@ -1035,6 +1055,14 @@ public final class HttpTransport implements Transport {
    */
   int unfinishedReadsFrom(java.net.InetAddress address) {
     return readers.unfinishedReads(new InetSocketAddress(address, 0));
+  }
+
+  /**
+   * Inbound requests whose handler has not answered yet, none answered 504 or 503 in its place
+   * (for tests: to wait until the handling limit has answered a request).
+   */
+  int requestsBeingHandled() {
+    return inboundPending.size();
   }
 
   /**
@@ -1700,8 +1728,11 @@ public final class HttpTransport implements Transport {
     if (closed.get()) {
       // close() may have swept the pending exchanges before this one was added
       if (inboundPending.remove(ex)) {
-        inboundRequests.decrementAndGet();
-        respondQuietly(ex, 503, new byte[0], "transport closed", null);
+        try {
+          respondQuietly(ex, 503, new byte[0], "transport closed", null);
+        } finally {
+          inboundRequests.decrementAndGet();
+        }
       }
       return;
     }
@@ -1717,7 +1748,6 @@ public final class HttpTransport implements Transport {
           timer.schedule(
               () -> {
                 if (inboundPending.remove(ex)) {
-                  inboundRequests.decrementAndGet();
                   // on a server thread under the I/O deadline: this timer thread also drives the
                   // request timeouts and the I/O deadlines, and a peer that leaves its earlier
                   // answers unread would block it in the write
@@ -1743,58 +1773,94 @@ public final class HttpTransport implements Transport {
           }
           // the answer is written by a server thread under the I/O deadline, never by the
           // thread that completed the handler's future (an engine's or a scheduler's): a peer
-          // that does not read its answer must not block that thread
-          try {
-            serverExecutor.execute(() -> ioDeadline.run(() -> answer(ex, from, nonce, bytes, err)));
-          } catch (Throwable e) {
-            // executor shut down by close(), which took the pending exchanges out first; or it
-            // could not take the task (an Error: a thread it cannot start), lost in this future
-            // if not caught here. One still here has its connection closed, never written to on
-            // this thread, and its inbound slot given back
-            if (inboundPending.remove(ex)) {
-              inboundRequests.decrementAndGet();
-              notHandedOn(ex, "the answer to a request from " + from, e);
-            }
+          // that does not read its answer must not block that thread. One taken out already is
+          // answered by whoever took it (the handling limit, close())
+          if (inboundPending.remove(ex)) {
+            hand(new Reply(ex, () -> answer(ex, from, nonce, bytes, err)),
+                "the answer to a request from " + from);
           }
         });
   }
 
   /**
    * Hands an answer without a body (an exchange already taken out of {@link #inboundPending})
-   * to a server thread, which writes it under the I/O deadline. If close() has shut the
-   * executor down, or it cannot take the task (a thread it cannot start), the exchange is closed
-   * without an answer (closing never blocks).
+   * to a server thread, which writes it under the I/O deadline ({@link #hand}).
    */
   private void writeLater(HttpExchange ex, int status, String error) {
+    hand(new Reply(ex, () -> respondQuietly(ex, status, new byte[0], error, null)),
+        "a " + status + " answer");
+  }
+
+  /**
+   * Hands an answer to a server thread, which writes it under the I/O deadline. If close() has
+   * shut the executor down, or it cannot take the task (an Error: a thread it cannot start, lost
+   * in the handler's future if not caught here), the answer is dropped: its connection is closed
+   * on this thread (an engine's, a scheduler's, the timer's), which must not write, so without an
+   * answer, and its sender's request fails at once. Unless the transport is closed, that is this
+   * node's failure, counted and logged as such ({@link #failedHere}).
+   *
+   * @param what the answer, for the log
+   */
+  private void hand(Reply r, String what) {
     try {
-      serverExecutor.execute(() -> ioDeadline.run(() -> respondQuietly(ex, status, new byte[0], error, null)));
+      serverExecutor.execute(r);
     } catch (Throwable e) {
-      notHandedOn(ex, "a " + status + " answer", e);
+      r.drop();
+      if (!closed.get()) {
+        failedHere("cannot hand " + what + " to a server thread: " + e, e);
+      }
     }
   }
 
   /**
-   * Closes the connection of an exchange (taken out of {@link #inboundPending} already) whose
-   * answer the server threads' executor did not take: on the thread that handed it on (an
-   * engine's, a scheduler's, the timer's), which must not write, so without an answer, and its
-   * sender's request fails at once. Unless the transport is closed (which shut the executor
-   * down), that is this node's failure, counted and logged as such ({@link #failedHere}).
-   *
-   * @param what the answer that could not be handed on, for the log
-   * @param thrown what the executor threw
+   * An answer to an inbound request, taken out of {@link #inboundPending} and handed to the
+   * server threads: it holds its request's slot of {@code maxInboundRequests} until it has been
+   * written (or its write failed or was cut at the I/O deadline) or it is dropped, its
+   * connection closed unwritten, so that the answers waiting for a thread or being written are
+   * never more than {@code maxInboundRequests}. Written or dropped once only.
    */
-  private void notHandedOn(HttpExchange ex, String what, Throwable thrown) {
-    ex.close();
-    if (!closed.get()) {
-      failedHere("cannot hand " + what + " to a server thread: " + thrown, thrown);
+  private final class Reply implements Runnable {
+    private final HttpExchange ex;
+    private final Runnable write;
+    private final AtomicBoolean settled = new AtomicBoolean();
+
+    /** @param write writes the answer and closes the exchange */
+    Reply(HttpExchange ex, Runnable write) {
+      this.ex = ex;
+      this.write = write;
+      replies.add(this);
+    }
+
+    /** Writes the answer under the I/O deadline, then gives its slot back. */
+    @Override
+    public void run() {
+      if (settled.compareAndSet(false, true)) {
+        try {
+          ioDeadline.run(write);
+        } finally {
+          settle();
+        }
+      }
+    }
+
+    /** Closes the connection unwritten (closing never blocks) and gives the slot back. */
+    void drop() {
+      if (settled.compareAndSet(false, true)) {
+        try {
+          ex.close();
+        } finally {
+          settle();
+        }
+      }
+    }
+
+    private void settle() {
+      replies.remove(this);
+      inboundRequests.decrementAndGet();
     }
   }
 
   private void answer(HttpExchange ex, PeerAddress from, String nonce, byte[] bytes, Throwable err) {
-    if (!inboundPending.remove(ex)) {
-      return; // answered already (timeout guard or close)
-    }
-    inboundRequests.decrementAndGet();
     if (err != null) {
       Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
       int status =
@@ -2417,7 +2483,10 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Inbound requests handled at once at most; more are answered busy. Default 256.
+     * Inbound requests handled at once at most; more are answered busy. Default 256. A request
+     * holds its slot until its answer (the handler's, or the 504 of {@link #maxHandlingTime})
+     * has been written, or its connection closed unwritten, so this also bounds the answers
+     * waiting for one of the {@link #serverThreads} or being written.
      *
      * @param n the limit
      * @return this builder

@@ -1026,7 +1026,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
    * slot taken, so that with one inbound request allowed every later one was refused busy. So
    * for an answer the handler gives at once (handed on by the reader thread), for one it gives
    * later (by the thread that completes it), and for the 504 of a handler that does not answer
-   * within maxHandlingTime (by the timer thread, the slot given back already), whose exchange
+   * within maxHandlingTime (by the timer thread), whose exchange
    * stayed open, unanswered, until its sender's timeout.
    */
   @Test

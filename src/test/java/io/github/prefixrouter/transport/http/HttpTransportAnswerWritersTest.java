@@ -1,0 +1,115 @@
+package io.github.prefixrouter.transport.http;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.spi.PeerAddress;
+import io.github.prefixrouter.spi.Transport;
+import io.github.prefixrouter.spi.TransportException;
+import io.github.prefixrouter.testing.Await;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The answers to inbound requests waiting for a server thread or being written: each holds its
+ * request's slot of {@code maxInboundRequests} until it is written or its connection closed.
+ */
+class HttpTransportAnswerWritersTest extends HttpTransportFixture {
+
+  /** An answer far larger than a connection's socket buffers take. */
+  static final byte[] BIG = new byte[(4 << 20) - 64];
+
+  /** Who the handler was called for, in order. */
+  final List<String> handled = new CopyOnWriteArrayList<>();
+
+  /** Answers the stalled peer "s" with {@link #BIG} at once, and nobody else ever. */
+  final Transport.InboundHandler bigForS = new Transport.InboundHandler() {
+    @Override
+    public void onMessage(PeerAddress from, byte[] payload) {}
+
+    @Override
+    public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+      handled.add(from.nodeId());
+      return from.nodeId().equals("s") ? CompletableFuture.completedFuture(BIG)
+          : new CompletableFuture<>();
+    }
+  };
+
+  /**
+   * Opens a connection from {@code local} (null: any) with a small receive window that never
+   * reads, and sends a request from "s" on it.
+   */
+  Socket stalledRequest(InetSocketAddress to, InetAddress local, int n) throws Exception {
+    Socket s = new Socket();
+    toClose.add(s);
+    s.setReceiveBufferSize(4096); // a small window, set before connecting; never read
+    if (local != null) {
+      s.bind(new InetSocketAddress(local, 0));
+    }
+    s.connect(to);
+    OutputStream out = s.getOutputStream();
+    out.write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+        + "PR-Sender: s\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+        + "PR-Timestamp: 0\r\nPR-Nonce: n" + n + "\r\nContent-Length: 1\r\n\r\nx")
+        .getBytes(StandardCharsets.US_ASCII));
+    out.flush();
+    return s;
+  }
+
+  /**
+   * One server thread, blocked writing an answer to a peer that reads nothing, and a 504 of the
+   * handling limit waiting behind it: the two hold both slots of {@code maxInboundRequests}, so a
+   * third request is refused busy, not handed to the handler. Before, both gave their slots back
+   * before they were written (the 504 as its limit passed, the handler's answer as its write
+   * began), and every request handled from there added one more answer waiting to be written.
+   * Once the stalled write is cut, the 504 is written and the slots are free again.
+   */
+  @Test
+  void answersWaitingToBeWrittenHoldTheirSlots() throws Exception {
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(1).maxInboundRequests(2)
+        .maxHandlingTime(Duration.ofMillis(300)).inboundIoTimeout(Duration.ofSeconds(10)),
+        bigForS);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    stalledRequest(addr, null, 1);
+    // the answer is counted as its write starts, on the only server thread, where it blocks
+    Await.until(() -> a.stats().bytesOut() >= BIG.length, "the big answer is being written");
+    CompletableFuture<byte[]> timedOut =
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
+    Await.until(() -> handled.size() == 2 && a.requestsBeingHandled() == 0,
+        "the second request is answered 504 by the handling limit");
+    CompletableFuture<byte[]> third =
+        b.request(a.localAddress(), new byte[] {2}, Duration.ofSeconds(60));
+    Await.until(() -> third.isDone() || handled.size() > 2, "the third request is settled");
+    assertEquals(List.of("s", "b"), handled,
+        "a request was handled while two answers waited to be written");
+    ExecutionException e = assertThrows(ExecutionException.class, third::get);
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
+    assertTrue(te.getMessage().endsWith("too many requests in progress"), te.getMessage());
+    // the stalled write is cut at the I/O timeout; the 504 behind it is written then
+    e = assertThrows(ExecutionException.class, () -> timedOut.get(30, TimeUnit.SECONDS));
+    te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.TIMEOUT, te.kind(), te.getMessage());
+    Await.until(() -> a.stats().slowConnectionsClosed() == 1, "the stalled write is cut");
+    CompletableFuture<byte[]> fourth =
+        b.request(a.localAddress(), new byte[] {3}, Duration.ofSeconds(60));
+    Await.until(() -> handled.size() == 3, "a request is handled again");
+    assertEquals(1, a.stats().inboundBusy());
+    fourth.cancel(true);
+  }
+}
