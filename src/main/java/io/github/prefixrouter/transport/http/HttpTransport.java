@@ -19,6 +19,7 @@ import io.github.prefixrouter.internal.wire.InboundReaders;
 import io.github.prefixrouter.internal.wire.IoDeadline;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
 import io.github.prefixrouter.internal.wire.JdkHttpServers;
+import io.github.prefixrouter.internal.wire.KeyedLanes;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
@@ -250,7 +251,11 @@ import org.slf4j.LoggerFactory;
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
  * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
- * {@link #close()}.
+ * {@link #close()}. At most {@code max(1, serverThreads / 2)} of them write the answers to one
+ * peer address (its connections' remote IP address) at once; the address's other answers wait
+ * in its own queue, in order, holding their inbound slots, so that a peer that does not read
+ * its answers leaves the other threads to everyone else (docs/deployment.md, "Answers to a peer
+ * that stops reading").
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -380,6 +385,13 @@ public final class HttpTransport implements Transport {
    * request's inbound slot: {@link #close()} drops those still waiting once it stops waiting.
    */
   private final Set<Reply> replies = ConcurrentHashMap.newKeySet();
+  /**
+   * The answers by the address of the peer they go to: at most
+   * {@link #writersPerPeer}({@code serverThreads}) of a peer's are handed to the server threads
+   * at once, the others wait in its lane, in order. Each holds an inbound slot, so the lanes
+   * hold at most {@code maxInboundRequests} answers and keys.
+   */
+  private final KeyedLanes<Object, Reply> lanes;
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
   /**
@@ -452,6 +464,7 @@ public final class HttpTransport implements Transport {
         InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
     this.answers = new BodyBudget(config.effectiveBodyBudget(),
         InboundReaders.waitFor(config.inboundIoTimeout), counters.bodyBudgetRefused::increment);
+    this.lanes = new KeyedLanes<>(writersPerPeer(config.serverThreads));
     if (b.clusterKey != null) {
       List<byte[]> keys = new ArrayList<>();
       keys.add(b.clusterKey);
@@ -699,6 +712,7 @@ public final class HttpTransport implements Transport {
       for (Reply r : replies) {
         r.drop();
       }
+      lanes.clear();
     }
     if (readers != null) {
       readers.shutdownNow();
@@ -1063,6 +1077,26 @@ public final class HttpTransport implements Transport {
    */
   int requestsBeingHandled() {
     return inboundPending.size();
+  }
+
+  /** Slots of {@code maxInboundRequests} held now (for tests). */
+  int inboundSlotsHeld() {
+    return inboundRequests.get();
+  }
+
+  /** Peer addresses with answers handed to the server threads or waiting (for tests). */
+  int answerLanes() {
+    return lanes.keys();
+  }
+
+  /** Answers to the host {@code address} handed to the server threads now (for tests). */
+  int answersBeingWrittenTo(java.net.InetAddress address) {
+    return lanes.running(address);
+  }
+
+  /** Answers to the host {@code address} waiting in its lane now (for tests). */
+  int answersWaitingFor(java.net.InetAddress address) {
+    return lanes.waiting(address);
   }
 
   /**
@@ -1776,8 +1810,8 @@ public final class HttpTransport implements Transport {
           // that does not read its answer must not block that thread. One taken out already is
           // answered by whoever took it (the handling limit, close())
           if (inboundPending.remove(ex)) {
-            hand(new Reply(ex, () -> answer(ex, from, nonce, bytes, err)),
-                "the answer to a request from " + from);
+            hand(new Reply(ex, () -> answer(ex, from, nonce, bytes, err),
+                "the answer to a request from " + from));
           }
         });
   }
@@ -1787,30 +1821,63 @@ public final class HttpTransport implements Transport {
    * to a server thread, which writes it under the I/O deadline ({@link #hand}).
    */
   private void writeLater(HttpExchange ex, int status, String error) {
-    hand(new Reply(ex, () -> respondQuietly(ex, status, new byte[0], error, null)),
-        "a " + status + " answer");
+    hand(new Reply(ex, () -> respondQuietly(ex, status, new byte[0], error, null),
+        "a " + status + " answer"));
   }
 
   /**
-   * Hands an answer to a server thread, which writes it under the I/O deadline. If close() has
-   * shut the executor down, or it cannot take the task (an Error: a thread it cannot start, lost
-   * in the handler's future if not caught here), the answer is dropped: its connection is closed
-   * on this thread (an engine's, a scheduler's, the timer's), which must not write, so without an
-   * answer, and its sender's request fails at once. Unless the transport is closed, that is this
-   * node's failure, counted and logged as such ({@link #failedHere}).
-   *
-   * @param what the answer, for the log
+   * Hands an answer to a server thread, which writes it under the I/O deadline, at once if
+   * fewer than {@link #writersPerPeer} answers to its peer's address are handed on, else once
+   * the answers ahead of it in its peer's lane are written. If close() has shut the executor
+   * down, or it cannot take the task (an Error: a thread it cannot start, lost in the handler's
+   * future if not caught here), the answer is dropped: its connection is closed on this thread
+   * (an engine's, a scheduler's, the timer's), which must not write, so without an answer, and
+   * its sender's request fails at once. Unless the transport is closed, that is this node's
+   * failure, counted and logged as such ({@link #failedHere}).
    */
-  private void hand(Reply r, String what) {
-    try {
-      serverExecutor.execute(r);
-    } catch (Throwable e) {
-      r.drop();
-      if (!closed.get()) {
-        failedHere("cannot hand " + what + " to a server thread: " + e, e);
+  private void hand(Reply r) {
+    if (lanes.offer(r.peer, r)) {
+      start(r);
+    }
+  }
+
+  /**
+   * The server threads that write the answers to one peer address at most at once: half of
+   * them, at least one, so that a peer that does not read its answers (each held up to
+   * {@code inboundIoTimeout}) leaves the others to everyone else.
+   */
+  static int writersPerPeer(int serverThreads) {
+    return Math.max(1, serverThreads / 2);
+  }
+
+  /**
+   * Hands {@code r}, which holds one of its peer's places in {@link #lanes}, to a server
+   * thread; if the executor does not take it, drops it (see {@link #hand}) and passes the place
+   * on to the peer's next answer, which it hands on alike.
+   */
+  private void start(Reply r) {
+    while (r != null) {
+      try {
+        serverExecutor.execute(r);
+        return;
+      } catch (Throwable e) {
+        r.drop();
+        if (!closed.get()) {
+          failedHere("cannot hand " + r.what + " to a server thread: " + e, e);
+        }
+        r = lanes.next(r.peer);
       }
     }
   }
+
+  /** The key of the peer an answer goes to in {@link #lanes}: its connection's address. */
+  private static Object peerOf(HttpExchange ex) {
+    InetSocketAddress remote = ex.getRemoteAddress();
+    java.net.InetAddress a = remote == null ? null : remote.getAddress();
+    return a == null ? UNKNOWN_PEER : a;
+  }
+
+  private static final Object UNKNOWN_PEER = new Object();
 
   /**
    * An answer to an inbound request, taken out of {@link #inboundPending} and handed to the
@@ -1822,18 +1889,52 @@ public final class HttpTransport implements Transport {
   private final class Reply implements Runnable {
     private final HttpExchange ex;
     private final Runnable write;
+    /** The answer, for the log. */
+    private final String what;
+    /** Its peer's key in {@link #lanes}. */
+    private final Object peer;
     private final AtomicBoolean settled = new AtomicBoolean();
 
-    /** @param write writes the answer and closes the exchange */
-    Reply(HttpExchange ex, Runnable write) {
+    /**
+     * @param write writes the answer and closes the exchange
+     * @param what the answer, for the log
+     */
+    Reply(HttpExchange ex, Runnable write, String what) {
       this.ex = ex;
       this.write = write;
+      this.what = what;
+      this.peer = peerOf(ex);
       replies.add(this);
     }
 
-    /** Writes the answer under the I/O deadline, then gives its slot back. */
+    /**
+     * Writes the answer on this server thread, then hands its place in its peer's lane to the
+     * peer's next answer: to another server thread, behind the answers to other peers handed
+     * on meanwhile; once the transport is closing (its executor takes no more), this thread
+     * writes the peer's next answers itself, until close() drops those left.
+     */
     @Override
     public void run() {
+      Reply next;
+      try {
+        write();
+      } finally {
+        next = lanes.next(peer);
+      }
+      while (next != null && closed.get()) {
+        try {
+          next.write();
+        } finally {
+          next = lanes.next(peer);
+        }
+      }
+      if (next != null) {
+        start(next);
+      }
+    }
+
+    /** Writes the answer under the I/O deadline, then gives its slot back; once only. */
+    private void write() {
       if (settled.compareAndSet(false, true)) {
         try {
           ioDeadline.run(write);
@@ -2501,9 +2602,12 @@ public final class HttpTransport implements Transport {
      * read on the {@link #readerThreads}). Default 4. Each writes one answer at a time, in the
      * order they were handed over, under {@link #inboundIoTimeout}: an answer larger than its
      * connection's socket buffers take, to a peer that does not read it, holds its thread for
-     * up to that long, so that {@code n} such answers delay every other answer (by up to
-     * {@code inboundIoTimeout} for each {@code n} of them ahead; docs/deployment.md, "Answers to
-     * a peer that stops reading"). Answers of a few KiB go into the buffers at once.
+     * up to that long. At most {@code max(1, n / 2)} of them write the answers to one peer
+     * address (the connections' remote IP address) at once, the address's others waiting in its
+     * own queue, so that one address that reads nothing leaves the other threads to the other
+     * addresses; {@code n} such answers to several addresses still delay every other answer (by
+     * up to {@code inboundIoTimeout} for each {@code n} of them ahead; docs/deployment.md,
+     * "Answers to a peer that stops reading"). Answers of a few KiB go into the buffers at once.
      *
      * @param n the number of threads
      * @return this builder

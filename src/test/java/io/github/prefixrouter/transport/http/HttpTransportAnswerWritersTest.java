@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Transport;
@@ -20,6 +21,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -111,5 +113,110 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     Await.until(() -> handled.size() == 3, "a request is handled again");
     assertEquals(1, a.stats().inboundBusy());
     fourth.cancel(true);
+  }
+
+  /** A loopback address other than 127.0.0.1, for a second peer address on this host. */
+  static InetAddress otherLoopback() throws Exception {
+    InetAddress other = InetAddress.getByName("127.0.0.2");
+    try (Socket probe = new Socket()) {
+      probe.bind(new InetSocketAddress(other, 0));
+    } catch (java.io.IOException e) {
+      assumeTrue(false, "127.0.0.2 is not a local address here: " + e);
+    }
+    return other;
+  }
+
+  /** Answers "s" with {@link #BIG} and everyone else with "ok", at once. */
+  final Transport.InboundHandler bigForSOkForOthers = new Transport.InboundHandler() {
+    @Override
+    public void onMessage(PeerAddress from, byte[] payload) {}
+
+    @Override
+    public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
+      handled.add(from.nodeId());
+      return CompletableFuture.completedFuture(from.nodeId().equals("s") ? BIG
+          : "ok".getBytes(StandardCharsets.UTF_8));
+    }
+  };
+
+  /**
+   * Three connections from one address that read none of their large answers, and two server
+   * threads: at most one of them (half of the threads) writes to that address, the other two
+   * answers wait in its lane, and another peer's answer is written at once on the other thread.
+   * Before, the stalled answers took both threads in turn, and the other peer's answer waited
+   * behind them for the I/O timeout (20 s here; 10 s is the bound asserted). Once the stalled
+   * peer goes away, its lane is written to the end and removed, and every slot is free again.
+   */
+  @Test
+  void aPeerThatDoesNotReadLeavesTheOtherWritersToOtherPeers() throws Exception {
+    InetAddress stalled = otherLoopback();
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2)
+        .inboundIoTimeout(Duration.ofSeconds(20)), bigForSOkForOthers);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    List<Socket> stalls = new java.util.ArrayList<>();
+    for (int i = 1; i <= 3; i++) {
+      stalls.add(stalledRequest(addr, stalled, i));
+    }
+    // all three answers handed on, and one being written (counted as its write starts)
+    Await.until(() -> handled.size() == 3 && a.stats().bytesOut() >= BIG.length,
+        "the stalled peer's three answers are handed on");
+    CompletableFuture<byte[]> other =
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
+    byte[] answer;
+    try {
+      answer = other.get(10, TimeUnit.SECONDS);
+    } catch (TimeoutException e) {
+      throw new AssertionError("another peer's answer waited behind the stalled peer's writes "
+          + "for 10 s (writes started: " + a.stats().bytesOut() / BIG.length + ")", e);
+    }
+    assertEquals("ok", new String(answer, StandardCharsets.UTF_8));
+    assertEquals(1, a.answersBeingWrittenTo(stalled), "answers being written to the stalled peer");
+    assertEquals(2, a.answersWaitingFor(stalled), "answers waiting for the stalled peer");
+    // the stalled peer goes away: its answers fail to be written, in turn, and its lane ends
+    for (Socket s : stalls) {
+      s.close();
+    }
+    Await.until(() -> a.answerLanes() == 0 && a.inboundSlotsHeld() == 0,
+        "every answer written or failed, its lane removed and its slot given back");
+    assertEquals(3 * (long) BIG.length + 2, a.stats().bytesOut());
+  }
+
+  /**
+   * close() while a peer that reads nothing has one answer being written and two waiting in its
+   * lane: another peer's request still in the handler is answered 503 at once, close() returns
+   * within its bound, and every slot and lane is given up.
+   */
+  @Test
+  void closeWhileAnswersWaitInALaneGivesEverySlotBack() throws Exception {
+    InetAddress stalled = otherLoopback();
+    Duration io = Duration.ofSeconds(5);
+    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io).build();
+    toClose.add(a);
+    a.start(bigForS);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    for (int i = 1; i <= 3; i++) {
+      stalledRequest(addr, stalled, i);
+    }
+    CompletableFuture<byte[]> held =
+        b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
+    Await.until(() -> handled.size() == 4 && a.answersWaitingFor(stalled) == 2,
+        "one answer to the stalled peer is being written, two wait, b's request is handled");
+    long start = System.nanoTime();
+    CompletableFuture<Void> closing = CompletableFuture.runAsync(a::close);
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> held.get(io.toMillis() + 20_000, TimeUnit.MILLISECONDS));
+    TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+    assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
+    closing.get(io.toMillis() + 20_000, TimeUnit.MILLISECONDS);
+    long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertTrue(took <= io.toMillis() + 5_000, "close() took " + took + " ms");
+    Await.until(() -> a.answerLanes() == 0 && a.inboundSlotsHeld() == 0,
+        "every answer written or dropped, its lane removed and its slot given back");
   }
 }

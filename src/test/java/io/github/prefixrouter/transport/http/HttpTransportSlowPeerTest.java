@@ -157,6 +157,9 @@ class HttpTransportSlowPeerTest extends HttpTransportFixture {
     Socket s = new Socket();
     toClose.add(s);
     s.setReceiveBufferSize(4096); // a small window, set before connecting; never read
+    // from another address than b's: the answers to one address are written by half the server
+    // threads at most, one of these two
+    s.bind(new InetSocketAddress(HttpTransportAnswerWritersTest.otherLoopback(), 0));
     s.connect(addr);
     s.getOutputStream().write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
         + "PR-Sender: s\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
