@@ -121,6 +121,9 @@ public final class NodeOptions {
           "                           (then 504, not tried on a peer); below",
           "                           --engine-timeout-ms and --peer-max-handling-ms;",
           "                           default 240000",
+          "  --engine-stream-idle-ms N  how long the server may send nothing while it streams",
+          "                           a request (before its first chunk too); then the request",
+          "                           fails and is tried on a peer; default 60000",
           "  --tokenizer auto|none|URL  how text prompts and chat conversations (the OpenAI",
           "                           routes) become token ids: auto asks the server's /tokenize",
           "                           (vLLM's; its chat template too), or tokenizes per character",
@@ -228,7 +231,7 @@ public final class NodeOptions {
           "client-reader-threads", "client-max-unfinished-reads", "client-body-budget",
           "peer-body-budget",
           "ready-file",
-          "shutdown-grace-ms", "engine-request-timeout-ms", "engine-timeout-ms",
+          "shutdown-grace-ms", "engine-request-timeout-ms", "engine-stream-idle-ms", "engine-timeout-ms",
           "engine-stall-ms", "engine-failures", "peer-max-handling-ms",
           "initial-prefill-ns-per-token",
           "stream-interval-ms", "help");
@@ -332,6 +335,8 @@ public final class NodeOptions {
   final Path readyFile;
   /** The OpenAI-compatible server's answer limit, and the peer port's; null when not given. */
   final Duration engineRequestTimeout;
+  /** {@code --engine-stream-idle-ms}, or null for the adapter's default. */
+  final Duration engineStreamIdle;
   final Duration peerMaxHandling;
   /** How long a stop waits for accepted requests before answering the rest 503. */
   final Duration shutdownGrace;
@@ -364,7 +369,7 @@ public final class NodeOptions {
       config = null;
       readyFile = null;
       shutdownGrace = null;
-      engineRequestTimeout = peerMaxHandling = null;
+      engineRequestTimeout = peerMaxHandling = engineStreamIdle = null;
       return;
     }
     for (String f : FILE_FLAGS) {
@@ -554,6 +559,11 @@ public final class NodeOptions {
     if (engine.equals("reference") && engineRequestTimeout != null) {
       throw new IllegalArgumentException("--engine-request-timeout-ms needs --engine URL (the "
           + "reference engine runs in the process: --engine-timeout-ms bounds it)");
+    }
+    this.engineStreamIdle = millis(v, "engine-stream-idle-ms");
+    if (engine.equals("reference") && engineStreamIdle != null) {
+      throw new IllegalArgumentException("--engine-stream-idle-ms needs --engine URL (the "
+          + "reference engine runs in the process and streams no HTTP answer)");
     }
     this.engineSlots = v.containsKey("engine-slots") ? intValue(v, "engine-slots", 0) : 0;
     this.engineMaxInFlight =
@@ -1094,6 +1104,9 @@ public final class NodeOptions {
     }
     if (engineRequestTimeout != null) {
       b.requestTimeout(engineRequestTimeout);
+    }
+    if (engineStreamIdle != null) {
+      b.streamIdleTimeout(engineStreamIdle);
     }
     if (engineApiKey != null) {
       b.apiKey(engineApiKey);

@@ -72,6 +72,18 @@ class NodeOptionsCheckTest {
     refused(() -> RouterConfig.builder().watermarks(40, 32).build(), "lowWatermark (40)");
   }
 
+  @Test
+  void theStreamIdleBoundIsTakenInMillisecondsForAnEngineUrlOnly() {
+    String url = "http://127.0.0.1:8000";
+    assertEquals(java.time.Duration.ofSeconds(5),
+        node("--engine", url, "--engine-stream-idle-ms", "5000").engineStreamIdle);
+    assertEquals(null, node("--engine", url).engineStreamIdle);
+    refused(() -> node("--engine", url, "--engine-stream-idle-ms", "0"),
+        "--engine-stream-idle-ms must be 1 to 365 days in milliseconds, was 0");
+    refused(() -> node("--engine-stream-idle-ms", "5000"),
+        "--engine-stream-idle-ms needs --engine URL");
+  }
+
   /**
    * The server's request timeout must end a request before the node's own limits do: at or
    * above {@code --engine-timeout-ms} the node's engine timeout cuts it first, and at or above

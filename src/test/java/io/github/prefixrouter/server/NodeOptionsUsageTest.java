@@ -97,6 +97,8 @@ class NodeOptionsUsageTest {
         (EngineTokenizer.answerBudget(EngineTokenizer.DEFAULT_MAX_ANSWER_BYTES) >> 20) + "m");
     expected.put("--engine-request-timeout-ms N", String.valueOf(((java.time.Duration)
         field(OpenAiCompatibleEngine.builder(), "requestTimeout")).toMillis()));
+    expected.put("--engine-stream-idle-ms N", String.valueOf(((java.time.Duration)
+        field(OpenAiCompatibleEngine.builder(), "streamIdleTimeout")).toMillis()));
     expected.put("--initial-prefill-ns-per-token N",
         String.valueOf(c.initialPrefillNanosPerToken()));
     expected.put("--engine-timeout-ms N", String.valueOf(c.engineTimeout().toMillis()));

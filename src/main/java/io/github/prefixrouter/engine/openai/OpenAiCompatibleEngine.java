@@ -168,7 +168,11 @@ import org.slf4j.LoggerFactory;
  * {@code finish_reason}, or at {@code requestTimeout} if that comes first, and its connection is
  * closed. {@code requestTimeout} bounds the whole
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
- * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}. The
+ * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; and
+ * a server that sends nothing for {@link Builder#streamIdleTimeout} (60 s by default), from the
+ * request's sending to the end of its event stream, fails it sooner, with a retryable
+ * {@link EngineException} (completing it with its output after choice 0's
+ * {@code finish_reason}), its connection closed. The
  * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
  * one the server leaves open is closed 1 s after {@code [DONE]} (or
  * at {@code requestTimeout}, if that comes first). A listener that
@@ -210,8 +214,8 @@ import org.slf4j.LoggerFactory;
  * {@link #close()} ends (JDK 17's client cannot be closed, and the thread ran until the client
  * was garbage collected); with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
  * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
- * and so is the second after a stream's {@code [DONE]} (or after its {@code finish_reason},
- * when no {@code [DONE]} has come); a request that misses its deadline is
+ * and so are a stream's idle bound and the second after a stream's {@code [DONE]} (or after
+ * its {@code finish_reason}, when no {@code [DONE]} has come); a request that misses its deadline is
  * failed, and a body still open then closed, on the builder's executor (on the timer's own
  * thread when that executor refuses the work, or throws anything else as it is handed it), or
  * on the common fork-join pool.
@@ -244,6 +248,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /** The default {@linkplain Builder#requestTimeout request timeout}: 4 min. */
   public static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofMinutes(4);
 
+  /** The default {@linkplain Builder#streamIdleTimeout idle bound of a stream}: 60 s. */
+  public static final Duration DEFAULT_STREAM_IDLE_TIMEOUT = Duration.ofSeconds(60);
+
   private final URI completionsUri;
   private final URI healthUri;
   private final URI modelsUri;
@@ -251,6 +258,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final String apiKey;
   private final Duration requestTimeout;
   private final long requestTimeoutNanos;
+  /** {@link Builder#streamIdleTimeout}, in ns: 0 when {@code requestTimeout} is no longer. */
+  private final long streamIdleNanos;
   private final int maxResponseBytes;
   private final int maxInFlight;
   private final int slots;
@@ -307,6 +316,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     // one near 2^63 ms stalls the client for good
     this.requestTimeoutNanos = Durations.saturatedNanos(b.requestTimeout);
     this.requestTimeout = Duration.ofNanos(requestTimeoutNanos);
+    long idle = Durations.saturatedNanos(b.streamIdleTimeout);
+    // a bound no shorter than the whole request's never comes first: no timer for it
+    this.streamIdleNanos = idle < requestTimeoutNanos ? idle : 0;
     this.maxResponseBytes = b.maxResponseBytes;
     this.maxInFlight = b.resolvedMaxInFlight();
     this.slots = b.resolvedSlots();
@@ -501,35 +513,46 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private void executeStreamed(InferenceRequest request, CompletionStream stream,
       HttpRequest http, CompletableFuture<EngineResult> result, BodyBudget.Share share) {
     AtomicReference<EventStreamBody> events = new AtomicReference<>();
-    // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
-    // or a JSON answer whose body stalls); after [DONE], a body still open then is closed
-    Deadline deadline = new Deadline(request, result, timeout -> {
+    // a stream out of time (the request's, or its idle bound's): one whose choice 0 gave its
+    // finish_reason completes with its output, any other fails; its connection is closed
+    Consumer<EngineException> outOfTime = failure -> {
       EventStreamBody b = events.get();
       if (b != null) {
-        b.expire(timeout);
+        b.expire(failure);
       } else {
-        finish(result, stream, null, timeout);
+        finish(result, stream, null, failure);
       }
-    }, () -> {
+    };
+    // the whole answer within requestTimeout, as for a non-streamed request (an event stream,
+    // or a JSON answer whose body stalls); after [DONE], a body still open then is closed
+    Deadline deadline = new Deadline(request, result, outOfTime::accept, () -> {
       EventStreamBody b = events.get();
       if (b != null && b.cancel()) {
         log.debug("request {}: the event stream was still open after [DONE] at the request's "
             + "{} ms deadline, closed", request.id(), requestTimeout.toMillis());
       }
     });
+    // nothing from the server for streamIdleTimeout, from the request's sending to the end of
+    // its event stream: fails the request (a plain JSON answer's body has requestTimeout only)
+    IdleBound idle = new IdleBound(request, outOfTime);
+    result.whenComplete((r, e) -> idle.stop());
+    idle.touch();
     CompletableFuture<HttpResponse<Object>> call;
     try {
       call = client.http().sendAsync(http, info -> {
         deadline.headersArrived();
         serverAnswered();
         if (info.statusCode() == 200 && isEventStream(info)) {
-          EventStreamBody b = new EventStreamBody(request, stream, result);
+          idle.touch();
+          EventStreamBody b = new EventStreamBody(request, stream, result, idle);
           events.set(b);
           return b;
         }
+        idle.stop();
         return HttpResponse.BodySubscribers.mapping(capped(info, share), body -> (Object) body);
       });
     } catch (Throwable e) { // an Error too: see execute
+      idle.stop();
       deadline.stop();
       stream.close();
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
@@ -643,6 +666,60 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
   }
 
+  /**
+   * Bounds the silence of a streamed request's server by {@link Builder#streamIdleTimeout}:
+   * each {@link #touch} (the request sent, its headers, each read of its event stream) starts
+   * the bound again, on the JDK's shared {@link CompletableFuture#orTimeout} timer, the one
+   * {@link Deadline} uses; the bound running out gives {@code fail} a retryable
+   * {@link EngineException} on the timeout executor. Does nothing when the bound is off
+   * ({@code streamIdleNanos} 0); {@link #stop} ends it for good.
+   */
+  private final class IdleBound {
+    private final InferenceRequest request;
+    private final Consumer<EngineException> fail;
+    /** The running bound; completed to cancel it (which takes it off the timer's queue). */
+    private final AtomicReference<CompletableFuture<Void>> timer = new AtomicReference<>();
+    private volatile boolean stopped;
+
+    IdleBound(InferenceRequest request, Consumer<EngineException> fail) {
+      this.request = request;
+      this.fail = fail;
+    }
+
+    /** The server was heard from: the bound starts again. */
+    void touch() {
+      if (streamIdleNanos == 0 || stopped) {
+        return;
+      }
+      CompletableFuture<Void> next = new CompletableFuture<>();
+      CompletableFuture<Void> previous = timer.getAndSet(next);
+      if (previous != null) {
+        previous.complete(null);
+      }
+      next.orTimeout(streamIdleNanos, TimeUnit.NANOSECONDS).whenComplete((v, e) -> {
+        if (e instanceof TimeoutException && !stopped && timer.get() == next) {
+          // off the JDK's timer thread, which the failure's callbacks must not hold up
+          timeoutExecutor.execute(() -> fail.accept(new EngineException("request "
+              + request.id() + " to " + completionsUri + ": the server sent nothing for "
+              + TimeUnit.NANOSECONDS.toMillis(streamIdleNanos)
+              + " ms (streamIdleTimeout) while streaming the answer", true)));
+        }
+      });
+      if (stopped) { // stopped as it was started again
+        next.complete(null);
+      }
+    }
+
+    /** The stream is over (or is no event stream): the bound is off for good. */
+    void stop() {
+      stopped = true;
+      CompletableFuture<Void> t = timer.getAndSet(null);
+      if (t != null) {
+        t.complete(null);
+      }
+    }
+  }
+
   private static boolean isEventStream(HttpResponse.ResponseInfo info) {
     return info.headers().firstValue("Content-Type")
         .map(t -> t.toLowerCase(java.util.Locale.ROOT).startsWith("text/event-stream"))
@@ -689,15 +766,24 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private final InferenceRequest request;
     private final CompletionStream stream;
     private final CompletableFuture<EngineResult> result;
+    private final IdleBound idle;
     private final CompletableFuture<Object> body = new CompletableFuture<>();
     private volatile Flow.Subscription subscription;
     private volatile boolean cancelled;
 
+    /** A body without an idle bound. For tests. */
     EventStreamBody(InferenceRequest request, CompletionStream stream,
         CompletableFuture<EngineResult> result) {
+      this(request, stream, result, null);
+    }
+
+    /** A body whose reads start {@code idle} again (null: none). */
+    EventStreamBody(InferenceRequest request, CompletionStream stream,
+        CompletableFuture<EngineResult> result, IdleBound idle) {
       this.request = request;
       this.stream = stream;
       this.result = result;
+      this.idle = idle;
     }
 
     @Override
@@ -720,6 +806,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     public void onNext(List<ByteBuffer> items) {
       if (cancelled) {
         return;
+      }
+      if (idle != null) {
+        idle.touch();
       }
       try {
         for (ByteBuffer b : items) {
@@ -843,11 +932,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * The request's time is up: a stream whose choice 0 gave its {@code finish_reason} completes
+     * The request's time is up ({@code requestTimeout}), or its server sent nothing for
+     * {@code streamIdleTimeout}: a stream whose choice 0 gave its {@code finish_reason} completes
      * with its output (only {@code [DONE]} is missing), any other fails with {@code timeout};
      * the connection is closed.
      */
-    void expire(EngineTimeoutException timeout) {
+    void expire(EngineException timeout) {
       EngineResult r = wholeOrFail();
       if (r != null) {
         finish(result, stream, r, null);
@@ -1663,6 +1753,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     private String apiKey;
     private Duration connectTimeout = Duration.ofSeconds(2);
     private Duration requestTimeout = DEFAULT_REQUEST_TIMEOUT;
+    private Duration streamIdleTimeout = DEFAULT_STREAM_IDLE_TIMEOUT;
     private int maxResponseBytes = 8 << 20;
     private Integer maxInFlight; // null: 2 x slots
     private Integer slots; // null: 256, or maxInFlight when that is set lower
@@ -1758,6 +1849,35 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
      */
     public Builder requestTimeout(Duration d) {
       this.requestTimeout = d;
+      return this;
+    }
+
+    /**
+     * How long the server of a streamed request may send nothing, from the request's sending to
+     * the end of its event stream: no byte of the answer's headers (SGLang sends them with the
+     * first chunk), of a chunk, of a keep-alive comment. Each byte starts the bound again. A
+     * stream that runs out of it fails with a retryable {@link EngineException} and its
+     * connection is closed (vLLM then aborts the request), as a stream cut: the node tries it on
+     * a peer, or answers an error, instead of holding the request, its slot and its client to
+     * {@code requestTimeout}; a stream whose choice 0 gave its {@code finish_reason} completes
+     * with its output instead. Requests not streamed, and the body of a plain JSON answer to a
+     * streamed request, have {@code requestTimeout} only.
+     *
+     * <p>Default 60 s. The longest silence of a healthy server is before the first chunk: the
+     * wait in its queue and the prefill, which vLLM and SGLang send nothing during (a 100,000-token
+     * prefill takes seconds to tens of seconds on one GPU); between chunks the server sends a
+     * token per decode step, tens of ms, and a request preempted and prefilled again is silent
+     * for about a prefill. A server quiet for a minute is wedged, or its queue is so deep that a
+     * peer will serve sooner. Raise it for servers that queue requests longer (a
+     * {@link #maxInFlight} far above {@link #slots}, long generations ahead in the queue); a bound
+     * no shorter than {@link #requestTimeout} is never reached. One beyond 2^63 ns (about 292
+     * years) counts as 2^63 ns.
+     *
+     * @param d the bound, positive
+     * @return this builder
+     */
+    public Builder streamIdleTimeout(Duration d) {
+      this.streamIdleTimeout = d;
       return this;
     }
 
@@ -1977,6 +2097,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
       if (requestTimeout == null || requestTimeout.isNegative() || requestTimeout.isZero()) {
         throw new IllegalArgumentException("requestTimeout must be positive, was " + requestTimeout);
+      }
+      if (streamIdleTimeout == null || streamIdleTimeout.isNegative() || streamIdleTimeout.isZero()) {
+        throw new IllegalArgumentException("streamIdleTimeout must be positive, was " + streamIdleTimeout);
       }
       if (maxResponseBytes < 1024) {
         throw new IllegalArgumentException("maxResponseBytes must be at least 1024, was " + maxResponseBytes);

@@ -874,6 +874,89 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aStreamThatGoesSilentFailsRetryablyAtItsIdleBoundLongBeforeRequestTimeout() throws Exception {
+    // a server that opens the stream, sends a piece and then nothing (neither a chunk nor the
+    // end of the body) used to hold the request, its slot and its client to requestTimeout
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null));
+      server.awaitRelease(); // and nothing more
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofSeconds(2)).build();
+    Pieces pieces = new Pieces();
+    CompletableFuture<EngineResult> f = pieces.run(e, request());
+    ExecutionException thrown =
+        assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
+    assertFalse(err instanceof EngineTimeoutException, err::toString);
+    assertTrue(err.retryable(), err::toString);
+    assertTrue(err.getMessage().contains("nothing for 2000 ms (streamIdleTimeout)"),
+        err.getMessage());
+    assertEquals(List.of("a"), pieces.texts);
+    assertFalse(pieces.late);
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aStreamThatSendsNothingAfterItsHeadersFailsAtItsIdleBound() throws Exception {
+    server.behaviour.set((ex, body) -> {
+      startStream(ex);
+      server.awaitRelease(); // no chunk, no end
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofMillis(300)).build();
+    Pieces pieces = new Pieces();
+    CompletableFuture<EngineResult> f = pieces.run(e, request());
+    ExecutionException thrown =
+        assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
+    assertTrue(err.retryable(), err::toString);
+    assertTrue(err.getMessage().contains("(streamIdleTimeout)"), err.getMessage());
+    assertTrue(pieces.texts.isEmpty());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aStreamWhosePiecesComeWithinItsIdleBoundRunsPastIt() throws Exception {
+    // the bound is between pieces, not on the whole stream: pieces (and a keep-alive comment
+    // between them) 500 ms apart, 3 s in all, outlast a bound of 2 s and complete
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      for (int i = 0; i < 3; i++) {
+        send(out, chunk("x", "[" + i + "]", null));
+        sleep(500);
+        send(out, ": keep-alive\n\n");
+        sleep(500);
+      }
+      send(out, chunk("", "[]", "length"));
+      send(out, "data: [DONE]\n\n");
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofSeconds(2)).build();
+    EngineResult r = new Pieces().run(e, request()).get(20, TimeUnit.SECONDS);
+    assertEquals("xxx", r.text());
+    assertArrayEquals(new int[] {0, 1, 2}, r.outputTokens());
+  }
+
+  private static void sleep(long millis) {
+    try {
+      Thread.sleep(millis);
+    } catch (InterruptedException ie) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  @Test
+  void theIdleBoundMustBePositive() {
+    for (Duration d : new Duration[] {null, Duration.ZERO, Duration.ofMillis(-1)}) {
+      IllegalArgumentException ex = assertThrows(IllegalArgumentException.class,
+          () -> builder().streamIdleTimeout(d).build());
+      assertTrue(ex.getMessage().startsWith("streamIdleTimeout must be positive"), ex.getMessage());
+    }
+  }
+
+  @Test
   void aStreamOfKeepAlivesAloneTimesOutAsAStalledOne() throws Exception {
     // keep-alives are no output: a server (or proxy) that sends only them, for a request still
     // queued or a server wedged, fails at requestTimeout like any stalled stream
