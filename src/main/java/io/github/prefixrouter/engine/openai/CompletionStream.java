@@ -50,9 +50,11 @@ import org.slf4j.LoggerFactory;
  * strict JSON of that shape (or that would take more heap parsed than
  * {@link AnswerHeap#maxParsedBytes} allows), a line or an event larger than the byte
  * limit, an output (its text in characters plus its tokens) larger than it, a stream that ends before {@code [DONE]} and
- * before choice 0's {@code finish_reason}, and one none of whose chunks has a choice of index 0
- * (a plain answer without one fails alike). A stream that ends after choice 0's
- * {@code finish_reason} but before {@code [DONE]} (a proxy that drops it) gives its output: the
+ * before choice 0's {@code finish_reason}, one none of whose chunks has a choice of index 0
+ * (a plain answer without one fails alike), and one that reaches {@code [DONE]} without choice
+ * 0's {@code finish_reason} (vLLM, SGLang and llama.cpp give every choice they end one, in its
+ * last chunk before {@code [DONE]}: an output without it may be cut). A stream that ends after
+ * choice 0's {@code finish_reason} but before {@code [DONE]} (a proxy that drops it) gives its output: the
  * server said the generation is over; only a usage chunk that did not come is missing. What
  * {@link #feed} throws after that {@code finish_reason} leaves {@link #whole} as it was: the
  * engine completes the request with it.
@@ -218,13 +220,13 @@ final class CompletionStream {
   }
 
   /**
-   * The result the stream carried: once {@code [DONE]} arrived, or once choice 0 gave its
-   * {@code finish_reason} (for a stream that ends without {@code [DONE]}).
+   * The result the stream carried, once choice 0 gave its {@code finish_reason} (whether
+   * {@code [DONE]} came or not).
    *
    * @return the output, text and usage of the stream
-   * @throws EngineException (retryable) if neither {@code [DONE]} nor choice 0's
-   *     {@code finish_reason} has arrived (the stream was cut), or if no chunk had a choice of
-   *     index 0 (as a plain answer without one, it is misshapen)
+   * @throws EngineException (retryable) if choice 0 gave no {@code finish_reason}: the stream
+   *     was cut before {@code [DONE]}, or reached it without one (its output may be cut), or no
+   *     chunk had a choice of index 0 (as a plain answer without one, it is misshapen)
    */
   EngineResult result() {
     if (!done && !finished) {
@@ -234,6 +236,13 @@ final class CompletionStream {
     if (!choiceZero) {
       // as for a plain answer: no choice of index 0 is no output, not an empty one
       throw failure("unexpected answer shape: no chunk had a choice of index 0", null);
+    }
+    if (!finished) {
+      // vLLM, SGLang and llama.cpp end every choice with a chunk that gives its finish_reason,
+      // before [DONE]: without it the output may be cut (a proxy that lost the last chunks)
+      throw failure("the stream reached [DONE] without a finish_reason for choice 0, after "
+          + tokenCount + " tokens and " + text.length() + " characters: its output may be cut",
+          null);
     }
     Output o = output;
     return o != null ? build(o.tokens(), o.text())

@@ -143,8 +143,9 @@ import org.slf4j.LoggerFactory;
  * time, on the HTTP client's thread; the result is their concatenation, with the usage chunk's
  * prompt and cached-token counts (read as a plain answer's; {@code -1}, unknown, without a
  * usage chunk), and is complete at
- * {@code data: [DONE]}. A server that ignores {@code return_token_ids} streams text only: the
- * pieces' and the result's tokens are then empty. The failures are those of a plain request (the
+ * {@code data: [DONE]} once choice 0 gave its {@code finish_reason}. A server that ignores
+ * {@code return_token_ids} streams text only: the pieces' and the result's tokens are then
+ * empty. The failures are those of a plain request (the
  * HTTP status of the answer maps as above), and, all retryable: an {@code error} event (an
  * {@code error:} line too, as llama.cpp's server reported a failure once its stream had begun)
  * or a chunk carrying an {@code error} (how vLLM reports a failure once the stream has begun; one
@@ -159,7 +160,10 @@ import org.slf4j.LoggerFactory;
  * than 16 MiB and 6 bytes a character of it too), a line or event
  * larger than {@code maxResponseBytes} or an output larger than it (characters plus tokens), a
  * stream cut, or a connection reset, before {@code [DONE]} and before choice 0's
- * {@code finish_reason}. Once that has come, the output is whole, and none of these fails the
+ * {@code finish_reason}, and a {@code [DONE]} before choice 0's {@code finish_reason} (vLLM,
+ * SGLang and llama.cpp give every choice they end one in its last chunk, before
+ * {@code [DONE]}: without it, the output may be cut, by a proxy that lost the last chunks say).
+ * Once that has come, the output is whole, and none of these fails the
  * request any more (an error the server reports after it, for another choice say, or a chunk
  * that cannot be read: the request completes with its output, and its connection is closed; a
  * peer would run the whole generation again, for a client that has it all); a stream that then

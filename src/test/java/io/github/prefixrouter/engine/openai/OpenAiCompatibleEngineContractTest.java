@@ -69,7 +69,7 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
       if (Boolean.TRUE.equals(body.get("stream"))) {
         boolean usage = Boolean.TRUE.equals(Json.path(body, "stream_options", "include_usage"));
         if (stopStrings.isEmpty()) {
-          stream(ex, run, usage);
+          stream(ex, run, stops, usage);
         } else {
           streamCut(ex, cut(backend.execute(run).join(), stopStrings), maxTokens, usage);
         }
@@ -153,8 +153,9 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
       choice.put("index", 0);
       choice.put("text", piece);
       choice.put("token_ids", new int[] {tokens[i]});
+      // like vLLM, the last chunk gives the finish reason: a stop token id ends it as "stop"
       choice.put("finish_reason", !last ? Json.NULL : cut.stop() != null ? "stop"
-          : tokens.length == max ? "length" : Json.NULL);
+          : tokens.length == max ? "length" : "stop");
       if (last && cut.stop() != null) {
         choice.put("stop_reason", cut.stop());
       }
@@ -181,12 +182,13 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
 
   /**
    * Answers as vLLM streams: a chunk per decoded token (its text and, as asked with
-   * {@code return_token_ids}, its id), the last with its finish reason, then the usage if asked,
-   * then {@code [DONE]}. The backend's listener hands the tokens to this handler's thread, which
+   * {@code return_token_ids}, its id), the last with its finish reason ({@code length} at
+   * {@code max_tokens}, {@code stop} at a stop token id), then the usage if asked, then
+   * {@code [DONE]}. The backend's listener hands the tokens to this handler's thread, which
    * writes them as they come.
    */
-  private void stream(com.sun.net.httpserver.HttpExchange ex, InferenceRequest run, boolean usage)
-      throws IOException {
+  private void stream(com.sun.net.httpserver.HttpExchange ex, InferenceRequest run,
+      List<Integer> stops, boolean usage) throws IOException {
     java.util.concurrent.BlockingQueue<Object> q = new java.util.concurrent.LinkedBlockingQueue<>();
     backend.execute(run, (tokens, text) -> q.add(tokens))
         .whenComplete((r, err) -> q.add(r != null ? r : err));
@@ -208,7 +210,8 @@ class OpenAiCompatibleEngineContractTest extends InferenceEngineContractTest {
         choice.put("index", 0);
         choice.put("text", text(tokens));
         choice.put("token_ids", tokens);
-        choice.put("finish_reason", sent == max ? "length" : Json.NULL);
+        boolean stopped = tokens.length > 0 && stops.contains(tokens[tokens.length - 1]);
+        choice.put("finish_reason", sent == max ? "length" : stopped ? "stop" : Json.NULL);
         Map<String, Object> chunk = new LinkedHashMap<>();
         chunk.put("id", "cmpl-x");
         chunk.put("object", "text_completion");

@@ -208,7 +208,8 @@ class OpenAiCompatibleEngineStreamingTest {
       OutputStream out = startStream(ex);
       send(out, ": ping\r\n\r\nid: 1\r\nevent: message\r\ndata: {\"choices\":[{\"text\":\"a\",\r\n"
           + "data: \"token_ids\":[1]}]}\r\nretry: 10\r\n\r\n");
-      send(out, "data:{\"choices\":[{\"text\":\"b\",\"token_ids\":[2]}]}\r\r: bye\n");
+      send(out, "data:{\"choices\":[{\"text\":\"b\",\"token_ids\":[2],"
+          + "\"finish_reason\":\"length\"}]}\r\r: bye\n");
       send(out, "data: [DONE]\n\n");
     });
     Pieces pieces = new Pieces();
@@ -573,6 +574,28 @@ class OpenAiCompatibleEngineStreamingTest {
     assertTrue(err.getMessage().contains("before [DONE]"), err.getMessage());
     assertEquals(List.of("a", "b"), pieces.texts);
     assertEquals(0, e.load().total());
+  }
+
+  @Test
+  void aStreamThatReachesDoneWithoutAFinishReasonIsCutOutputAndFailsRetryably() {
+    // vLLM, SGLang and llama.cpp give every choice they end a finish_reason in its last chunk,
+    // before [DONE]: a [DONE] without it (a proxy that lost the last chunks and closed the
+    // stream properly) ends an output that may be cut, which used to complete the request
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      send(out, chunk("a", "[1]", null));
+      send(out, chunk("b", "[2]", null));
+      send(out, USAGE);
+      send(out, "data: [DONE]\n\n");
+    });
+    Pieces pieces = new Pieces();
+    EngineException err = failure(pieces.run(builder().build(), request()));
+    assertFalse(err instanceof EngineTimeoutException, err::toString);
+    assertTrue(err.retryable(), err::toString);
+    assertTrue(err.getMessage().contains("[DONE] without a finish_reason for choice 0"),
+        err.getMessage());
+    assertEquals(List.of("a", "b"), pieces.texts);
+    assertFalse(pieces.late);
   }
 
   @Test
@@ -1248,7 +1271,7 @@ class OpenAiCompatibleEngineStreamingTest {
     for (String done : new String[] {"data:  [DONE]\n\n", "data: [DONE] \n\n",
         "data: [DONE]\t\n\n"}) {
       CompletionStream s = new CompletionStream(request(), 1 << 20, null, (t, x) -> { });
-      s.feed(utf8(chunk("a", "[1]", null) + done));
+      s.feed(utf8(chunk("a", "[1]", "stop") + done));
       assertTrue(s.done(), done);
       assertEquals("a", s.result().text());
       assertArrayEquals(new int[] {1}, s.result().outputTokens());
