@@ -10,9 +10,17 @@ package io.github.prefixrouter;
  * <p>Each call carries the output that follows what earlier calls carried: the tokens generated
  * since the last call and their text (either may be empty, for example the text of a token that
  * ends inside a multi-byte character, or the tokens of an engine that reports only text).
- * Calls are made one at a time, in order, never after the request's future completes. The
+ * The calls for one request are made one at a time, in order, never after the request's future
+ * completes: each returns before the next for that request starts, and what it did is visible
+ * to the next, which may come on another thread (an engine's threads, an HTTP client's, a
+ * transport's, for a request that runs again elsewhere after a failure). The
  * concatenation of all calls' tokens and of all calls' texts is the request's output, or a
  * prefix of it if the request fails.
+ *
+ * <p>Nothing orders the calls for different requests: a listener given to several requests (a
+ * listener object shared by several {@code submit} or {@code execute} calls) may be called for
+ * them at once, on different threads, and must then be thread-safe. A listener of its own for
+ * each request needs no synchronization.
  *
  * <p>Implementations must not block: the caller may be a transport or engine thread. A listener
  * that hands the pieces to a writer queue, for example an HTTP response streamed to the client,

@@ -202,17 +202,19 @@ public interface PrefixRouterNode extends AutoCloseable {
    * not deterministic), the stream cannot be repaired: the request is abandoned and fails with
    * {@link OutputDivergedException}.
    *
-   * <p><b>The listener</b> is called one piece at a time, in order, never after the future
-   * completes (a call in progress on another thread when {@code future.cancel(..)} is called,
-   * or when a stop's grace period ends, may still finish; see {@link #stop(Duration)}). If it
+   * <p><b>The listener</b> is called one piece of this request at a time, in order, never
+   * after the future completes (a listener given to several requests may be called for them at
+   * once, on different threads; a call in progress on another thread when
+   * {@code future.cancel(..)} is called, or when a stop's grace period ends, may still finish;
+   * see {@link #stop(Duration)}). If it
    * throws, it is not called again and the request is abandoned as if cancelled: the future
    * fails with a {@link RequestFailedException} whose cause is the listener's exception.
    * {@link OutputListener#IGNORE} costs nothing: the request runs as
    * {@link #submit(InferenceRequest)} runs it.
    *
    * @param request the request
-   * @param listener where the output goes as it is generated; called one piece at a time, never
-   *     after the future completes; must not block
+   * @param listener where the output goes as it is generated; called one piece of this
+   *     request at a time, never after the future completes; must not block
    * @return a future completed exactly once, as {@link #submit(InferenceRequest)}'s (or with
    *     {@link OutputDivergedException}); cancelling it abandons the request
    * @throws NullPointerException if an argument is null

@@ -64,8 +64,10 @@ public interface InferenceEngine {
 
   /**
    * Runs one request, as {@link #execute(InferenceRequest)}, and streams its output to
-   * {@code listener} while it is generated (see {@link OutputListener}). The pieces are given
-   * one at a time, in order, all before the future completes; their tokens and texts
+   * {@code listener} while it is generated (see {@link OutputListener}). The request's pieces
+   * are given one at a time, in order, all before the future completes (the pieces of different
+   * requests may be given at once, on different threads, to a listener they share); their
+   * tokens and texts
    * concatenated are a prefix of the result's {@code outputTokens} and {@code text} (the node
    * sends the rest when the future completes, so an engine may stream only part of its output,
    * or nothing). A listener that throws (an exception or an {@link Error}) is not called

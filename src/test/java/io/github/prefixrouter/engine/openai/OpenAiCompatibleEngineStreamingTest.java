@@ -1002,6 +1002,67 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals(0, e.load().total());
   }
 
+  /**
+   * A request's pieces come one at a time and in order, each call seeing what the one before
+   * it did (a plain field, no lock), also when the HTTP client reads the request's stream on
+   * several threads of its executor and other requests stream at once.
+   */
+  @Test
+  void eachRequestsPiecesComeOneAtATimeInOrderWhileOthersStreamAtOnce() throws Exception {
+    int chunks = 40;
+    server.behaviour.set((ex, body) -> {
+      OutputStream out = startStream(ex);
+      for (int i = 0; i < chunks; i++) {
+        send(out, chunk("x", "[" + i + "]", i == chunks - 1 ? "length" : null));
+        if (i % 4 == 0) {
+          sleep(1); // reads of their own
+        }
+      }
+      send(out, "data: [DONE]\n\n");
+    });
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(4);
+    try {
+      OpenAiCompatibleEngine e = builder().executor(pool).build();
+      class Ordered implements OutputListener {
+        final java.util.concurrent.atomic.AtomicBoolean inside =
+            new java.util.concurrent.atomic.AtomicBoolean();
+        final List<String> breaches = Collections.synchronizedList(new ArrayList<>());
+        int next; // plain: each call must see the previous call's write
+
+        @Override
+        public void onOutput(int[] t, String text) {
+          if (!inside.compareAndSet(false, true)) {
+            breaches.add("two calls at once");
+          }
+          for (int token : t) {
+            if (token != next) {
+              breaches.add("token " + token + " where " + next + " was due");
+            }
+            next = token + 1;
+          }
+          Thread.yield(); // linger, so that an overlapping call would be seen
+          inside.set(false);
+        }
+      }
+      List<Ordered> listeners = new ArrayList<>();
+      List<CompletableFuture<EngineResult>> fs = new ArrayList<>();
+      for (int i = 0; i < 6; i++) {
+        Ordered l = new Ordered();
+        listeners.add(l);
+        fs.add(e.execute(new InferenceRequest("r" + i, new int[] {1, 2, i},
+            new GenerationParams(chunks, 0.0, 1.0, 1L)), l));
+      }
+      for (int i = 0; i < fs.size(); i++) {
+        EngineResult r = fs.get(i).get(20, TimeUnit.SECONDS);
+        assertEquals(chunks, r.outputTokens().length);
+        assertEquals(List.of(), listeners.get(i).breaches, "request r" + i);
+        assertEquals(chunks, listeners.get(i).next, "request r" + i);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   @Test
   void aListenerThatThrowsIsNotCalledAgainAndTheRequestCompletes() throws Exception {
     server.behaviour.set((ex, body) -> {
