@@ -156,5 +156,10 @@ public enum GossipCounter {
    * maxSequenceJump}): state the origin never made, brought by third parties in steps each
    * within the jump. Never happens between correct nodes at the default jump.
    */
-  REPLICAS_BEYOND_REACH_RESTARTED
+  REPLICAS_BEYOND_REACH_RESTARTED,
+  /**
+   * Members dropped from a full table to make room for an origin that speaks for itself (a
+   * SYN, ACK or ACK2 it sent): tombstones first, then members heard of only from third parties.
+   */
+  MEMBERS_DISPLACED
 }

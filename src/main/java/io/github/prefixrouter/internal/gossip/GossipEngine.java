@@ -86,7 +86,10 @@ import org.slf4j.LoggerFactory;
  * suspect; after {@code deadAfter} it is dead: its replica and relay log are dropped and only a
  * tombstone (generation, heartbeat) remains, so stale gossip cannot revive it; a newer
  * heartbeat or generation does. After {@code forgetAfter} the tombstone goes and its slot is
- * freed. Updates heard from a third party that jump absurdly far ahead
+ * freed. A full table ({@code maxPeers}, tombstones included) makes room for an origin that
+ * speaks for itself (a SYN, ACK or ACK2 it sent) by dropping a tombstone, or else a member
+ * never heard from directly, the oldest first ({@link #makeRoom}); origins learned from third
+ * parties are refused. Updates heard from a third party that jump absurdly far ahead
  * ({@code maxGenerationJump}, {@code maxSequenceJump}) are rejected and counted.
  *
  * <p><b>Threads.</b> The engine starts no thread: rounds run on the injected
@@ -174,6 +177,13 @@ public final class GossipEngine {
     long lastSyncNanos;
     long deadSinceNanos;
     Status status = Status.ALIVE;
+    /**
+     * Whether the origin itself sent this node a SYN, ACK or ACK2 (as the transport
+     * authenticates senders) while it was a member. A full table makes room for an origin
+     * speaking for itself by dropping a tombstone or a member never heard from directly
+     * ({@link #makeRoom}).
+     */
+    boolean heardDirectly;
     final DeltaLog relayLog;
     /** Store number -> fingerprint of every block the replica holds. */
     final StoreOrder order = new StoreOrder();
@@ -510,6 +520,12 @@ public final class GossipEngine {
   private int unlistedEntries;
   /** Stamps the members met in one SYN's digest or one ACK's requests, to skip repeats. */
   private long synStamp;
+  /**
+   * Set once {@link #displaceable} found nothing while the current message was handled:
+   * nothing becomes displaceable within one message (deaths come in rounds), so a message
+   * repeating its sender's update scans the table once, not once per repeat.
+   */
+  private boolean noRoomToMake;
   private volatile int slotHighWater; // one more than the highest slot ever assigned
   private final long heartbeatLagToCorrect;
   /** No refutation before this time ({@link Durations#deadline}, or {@link Durations#NEVER}). */
@@ -857,6 +873,7 @@ public final class GossipEngine {
     List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
+      noRoomToMake = false;
       followAddress(from, m);
       if (m instanceof Syn s) {
         onSyn(from, s, out);
@@ -911,7 +928,11 @@ public final class GossipEngine {
       return;
     }
     Member m = members.get(from.nodeId());
-    if (m != null && m.generation == senderGeneration && !m.address.equals(from)) {
+    if (m == null) {
+      return;
+    }
+    m.heardDirectly = true;
+    if (m.generation == senderGeneration && !m.address.equals(from)) {
       m.address = from;
     }
   }
@@ -1558,6 +1579,80 @@ public final class GossipEngine {
     freeSlots[i] = slot;
   }
 
+  /**
+   * The member a full table drops to make room for an origin that speaks for itself: a
+   * tombstone, the longest dead first, else a live member never heard from directly (only
+   * relayed by third parties), the one whose heartbeat last advanced longest ago first (ties
+   * to the lowest slot); null if every member is live and was heard from directly.
+   */
+  private Member displaceable() {
+    if (noRoomToMake) {
+      return null;
+    }
+    Member best = null;
+    for (Member m : members.values()) {
+      if (m.status != Status.DEAD && m.heardDirectly) {
+        continue;
+      }
+      if (best == null || displacedBefore(m, best)) {
+        best = m;
+      }
+    }
+    if (best == null) {
+      noRoomToMake = true;
+    }
+    return best;
+  }
+
+  private static boolean displacedBefore(Member a, Member b) {
+    boolean deadA = a.status == Status.DEAD;
+    boolean deadB = b.status == Status.DEAD;
+    if (deadA != deadB) {
+      return deadA;
+    }
+    // readings compared by their difference: their origin is arbitrary and they may wrap
+    long d = deadA ? a.deadSinceNanos - b.deadSinceNanos : a.heartbeatNanos - b.heartbeatNanos;
+    return d != 0 ? d < 0 : a.slot < b.slot;
+  }
+
+  private boolean hasRoomToMake() {
+    return displaceable() != null;
+  }
+
+  /**
+   * Frees a slot of a full table for an origin that speaks for itself, by dropping the member
+   * {@link #displaceable} names (counted in {@link GossipCounter#MEMBERS_DISPLACED}): its
+   * replica, relay log, pending snapshot and deltas in flight go as at death, and its entry as
+   * when a tombstone is forgotten. Without this a peer relaying made-up origins, or the
+   * tombstones of departed nodes, kept every node that joined later out of the table until
+   * they were dead and forgotten ({@code deadAfter + forgetAfter}), or for as long as the
+   * relaying went on.
+   *
+   * @return whether a slot is free now
+   */
+  private boolean makeRoom() {
+    Member v = displaceable();
+    if (v == null) {
+      return false;
+    }
+    if (v.status != Status.DEAD) {
+      clearInFlight(v);
+      clearReplica(v);
+      resetRelay(v, 0);
+      abandonPending(v);
+    }
+    members.remove(v.nodeId);
+    for (Member peer : members.values()) {
+      removeInFlight(peer, v.nodeId); // the origin's deltas sent to peers: gone with it
+    }
+    sortedMembers = null;
+    bySlot[v.slot] = null;
+    releaseSlot(v.slot);
+    snapshotCacheRemove(v.nodeId);
+    count(GossipCounter.MEMBERS_DISPLACED, 1);
+    return true;
+  }
+
   private void declareDead(Member m, long now) {
     m.status = Status.DEAD;
     clearInFlight(m);
@@ -1690,7 +1785,9 @@ public final class GossipEngine {
         if (!unknown.add(e.nodeId())) {
           continue; // duplicate entry: first one wins
         }
-        if (members.size() < config.maxPeers()) {
+        // an origin speaking for itself finds room where the table holds a tombstone or a
+        // member never heard from directly (makeRoom, when its update comes)
+        if (members.size() < config.maxPeers() || (!thirdParty && hasRoomToMake())) {
           requests.add(new Request(e.nodeId(), 0, 0));
         } else {
           count(GossipCounter.MEMBERS_REFUSED, 1);
@@ -2666,7 +2763,8 @@ public final class GossipEngine {
     boolean thirdParty = !e.nodeId().equals(from.nodeId());
     Member m = members.get(e.nodeId());
     if (m == null) {
-      if (freeSlotCount == 0 || members.size() >= config.maxPeers()) {
+      if ((freeSlotCount == 0 || members.size() >= config.maxPeers())
+          && (thirdParty || !makeRoom())) {
         count(GossipCounter.MEMBERS_REFUSED, 1);
         return;
       }
@@ -2677,6 +2775,7 @@ public final class GossipEngine {
       int slot = freeSlots[--freeSlotCount];
       slotHighWater = Math.max(slotHighWater, slot + 1);
       m = new Member(e.nodeId(), addr, slot, relayCap());
+      m.heardDirectly = !thirdParty;
       m.generation = e.generation();
       m.heartbeat = e.heartbeat();
       m.queueDepth = e.queueDepth();
