@@ -51,6 +51,10 @@ package io.github.prefixrouter;
  *     means lossy links or chunks too large for them
  * @param blocksRefused block hashes not replicated because a replica reached its cap (per peer
  *     or in total): the node then underestimates those peers' caches
+ * @param synsRefused gossip exchanges a peer began (SYNs) left unanswered because that peer
+ *     had already begun 8 within this node's current {@link RouterConfig#gossipInterval()}: an
+ *     answer is far larger than the message asking for it, and an honest peer of the same
+ *     interval begins one or two; a peer of a much shorter interval, or one flooding, begins more
  */
 public record GossipStats(
     long generation,
@@ -68,4 +72,5 @@ public record GossipStats(
     long snapshotsSent,
     long snapshotsInstalled,
     long snapshotsAbandoned,
-    long blocksRefused) {}
+    long blocksRefused,
+    long synsRefused) {}

@@ -22,7 +22,7 @@ class PublicValueNullsTest {
   }
 
   private static final GossipStats GOSSIP =
-      new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+      new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   private static NodeStats stats(Map<FallbackCause, Long> fallbacks) {
     return stats(fallbacks, GOSSIP);

@@ -160,6 +160,10 @@ final class StatsTables {
       .counter("blocks_refused", G + "blocks_refused_total",
           "Block hashes not replicated because a replica reached its cap: peers' caches then "
               + "underestimated.", GossipStats::blocksRefused)
+      .counter("syns_refused", G + "syns_refused_total",
+          "Gossip exchanges a peer began left unanswered because it had begun 8 within this "
+              + "node's gossip interval already (an honest peer of the same interval begins one or "
+              + "two).", GossipStats::synsRefused)
       .build();
 
   private static final String T = P + "transport_";

@@ -128,7 +128,7 @@ class ClientEndpointHealthTest {
   private static NodeStats stats(boolean inUse, long refuted, long generation) {
     return new NodeStats("solo", PrefixRouterNode.State.RUNNING, 0, 0, 0, 0, 0, 0, 0, 0,
         Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, new GossipStats(generation, inUse, 0, 100, 0,
-            0, 0, 0, 0, 0, 0, refuted, refuted, 0, 0, 0));
+            0, 0, 0, 0, 0, 0, refuted, refuted, 0, 0, 0, 0));
   }
 
   /** docs/deployment.md shows the body of a healthy node in front of a model server. */

@@ -64,7 +64,7 @@ class ClientEndpointStrangerTest {
     when(node.nodeId()).thenReturn("solo");
     when(node.stats()).thenReturn(new NodeStats("solo", PrefixRouterNode.State.RUNNING,
         0, 0, 0, 0, 0, 0, 0, 0, Map.of(), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)));
+        new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)));
     RouteDecision d = new RouteDecision(RoutingPolicy.COST_AWARE, 1, new String[] {"solo"},
         new int[1], new int[1], new int[1], new long[1], new long[1],
         new RouteDecision.SkipReason[] {RouteDecision.SkipReason.NONE}, 0,

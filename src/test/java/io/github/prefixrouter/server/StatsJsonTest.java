@@ -73,7 +73,8 @@ class StatsJsonTest {
       assertEquals(List.of("generation", "node_id_in_use", "peers_suspect", "rounds",
           "malformed_dropped", "rejected", "internal_errors", "members_suspected",
           "members_dead", "members_refused", "generations_replaced", "generations_refuted",
-          "snapshots_sent", "snapshots_installed", "snapshots_abandoned", "blocks_refused"),
+          "snapshots_sent", "snapshots_installed", "snapshots_abandoned", "blocks_refused",
+          "syns_refused"),
           List.copyOf(gossip.keySet()));
       assertTrue((Long) gossip.get("generation") > 1_600_000_000L * 1_000_000, gossip.toString());
       assertEquals(0L, gossip.get("node_id_in_use"));

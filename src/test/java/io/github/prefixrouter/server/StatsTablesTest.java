@@ -224,7 +224,7 @@ class StatsTablesTest {
     assertEquals(g.generationsRefuted(),
         m.get("prefix_router_gossip_generations_refuted_total").value());
     // false shows as 0
-    GossipStats free = new GossipStats(1, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    GossipStats free = new GossipStats(1, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     assertEquals(0.0, metrics(StatsTables.GOSSIP.section("gossip", free))
         .get("prefix_router_gossip_node_id_in_use").value());
   }

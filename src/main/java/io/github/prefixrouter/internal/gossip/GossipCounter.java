@@ -161,5 +161,11 @@ public enum GossipCounter {
    * Members dropped from a full table to make room for an origin that speaks for itself (a
    * SYN, ACK or ACK2 it sent): tombstones first, then members heard of only from third parties.
    */
-  MEMBERS_DISPLACED
+  MEMBERS_DISPLACED,
+  /**
+   * SYNs dropped unanswered because their sender had already had {@link
+   * GossipEngine#SYNS_ANSWERED_PER_INTERVAL} SYNs answered within the current interval (an ACK
+   * is far larger than a SYN). Honest initiators never send that many.
+   */
+  SYNS_REFUSED
 }

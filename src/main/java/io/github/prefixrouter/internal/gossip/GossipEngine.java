@@ -518,6 +518,11 @@ public final class GossipEngine {
    */
   private final Map<String, UnlistedSent> unlistedSent = new HashMap<>();
   private int unlistedEntries;
+  /**
+   * Per sender, the SYNs answered in its current window of one interval: {start, count}; see
+   * {@link #admitSyn}. Windows that ended are dropped each round.
+   */
+  private final Map<String, long[]> synsAnswered = new HashMap<>();
   /** Stamps the members met in one SYN's digest or one ACK's requests, to skip repeats. */
   private long synStamp;
   /**
@@ -567,6 +572,21 @@ public final class GossipEngine {
    * refutations of either fit in it with room for slow exchanges.
    */
   public static final int ID_IN_USE_WINDOW = 4 * REFRESH_SPACING;
+
+  /**
+   * SYNs of one sender answered per interval at most ({@link #admitSyn}). An honest node of
+   * the same interval sends a peer at most two SYNs a round (one to its address as a member or
+   * a dead entry, one to a seed of the same id at another address), and its rounds start at
+   * least half an interval apart (jitter is at most 0.5), so the SYNs it sends within any one
+   * interval come from at most four rounds: eight (six at the default jitter of 0.1), and one
+   * or two in practice. More come only from a peer of a shorter interval, or one flooding.
+   */
+  public static final int SYNS_ANSWERED_PER_INTERVAL = 8;
+  /**
+   * Senders whose SYNs {@link #admitSyn} counts at once; beyond, a new sender's SYNs are
+   * answered uncounted until a round drops the windows that ended.
+   */
+  static final int SYN_SENDERS_TRACKED = 16_384;
 
   private final AtomicLongArray counters = new AtomicLongArray(GossipCounter.values().length);
   private volatile GossipView view;
@@ -873,6 +893,10 @@ public final class GossipEngine {
     List<Outgoing> out = new ArrayList<>();
     lock.writeLock().lock();
     try {
+      if (m instanceof Syn && !admitSyn(from, clock.nanoTime())) {
+        count(GossipCounter.SYNS_REFUSED, 1);
+        return;
+      }
       noRoomToMake = false;
       followAddress(from, m);
       if (m instanceof Syn s) {
@@ -893,6 +917,29 @@ public final class GossipEngine {
       lock.writeLock().unlock();
     }
     flush(out);
+  }
+
+  /**
+   * Whether a SYN of {@code from} gets an answer: at most {@link #SYNS_ANSWERED_PER_INTERVAL}
+   * per sender in a window of one interval that starts with its first SYN answered. An ACK is
+   * far larger than a SYN (updates, requests, snapshot chunks besides), so a peer sending SYNs
+   * at a high rate used to get an ACK for every one of them. The windows of at most
+   * {@link #SYN_SENDERS_TRACKED} senders are kept; a new sender beyond them is answered.
+   */
+  private boolean admitSyn(PeerAddress from, long now) {
+    long[] w = synsAnswered.get(from.nodeId());
+    if (w == null || now - w[0] >= config.intervalNanos()) {
+      if (w == null && synsAnswered.size() >= SYN_SENDERS_TRACKED) {
+        return true;
+      }
+      synsAnswered.put(from.nodeId(), new long[] {now, 1});
+      return true;
+    }
+    if (w[1] >= SYNS_ANSWERED_PER_INTERVAL) {
+      return false;
+    }
+    w[1]++;
+    return true;
   }
 
   /**
@@ -1174,6 +1221,14 @@ public final class GossipEngine {
       }
       if (members.size() > config.maxPeers()) {
         throw new IllegalStateException("more members than maxPeers");
+      }
+      if (synsAnswered.size() > SYN_SENDERS_TRACKED) {
+        throw new IllegalStateException("SYN windows of " + synsAnswered.size() + " senders");
+      }
+      for (long[] w : synsAnswered.values()) {
+        if (w[1] < 1 || w[1] > SYNS_ANSWERED_PER_INTERVAL) {
+          throw new IllegalStateException("SYN window counts " + w[1]);
+        }
       }
       if (index.pairs() > config.maxBlocksTotal()) {
         throw new IllegalStateException("replica pairs over cap");
@@ -1730,6 +1785,8 @@ public final class GossipEngine {
   private void expirePendingSyns(long now) {
     long maxAge = config.deadAfter().toNanos();
     pendingSyns.values().removeIf(p -> now - p.sentNanos() > maxAge);
+    long interval = config.intervalNanos();
+    synsAnswered.values().removeIf(w -> now - w[0] >= interval);
   }
 
   // ================================================================ SYN / ACK / ACK2

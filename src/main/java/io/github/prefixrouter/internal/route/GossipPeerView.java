@@ -254,7 +254,8 @@ final class GossipPeerView implements PeerView {
         e.counter(GossipCounter.MEMBERS_REFUSED), e.counter(GossipCounter.GENERATIONS_REPLACED),
         e.counter(GossipCounter.GENERATIONS_REFUTED), e.counter(GossipCounter.SNAPSHOTS_SENT),
         e.counter(GossipCounter.SNAPSHOTS_INSTALLED),
-        e.counter(GossipCounter.SNAPSHOTS_ABANDONED), e.counter(GossipCounter.BLOCKS_REFUSED));
+        e.counter(GossipCounter.SNAPSHOTS_ABANDONED), e.counter(GossipCounter.BLOCKS_REFUSED),
+        e.counter(GossipCounter.SYNS_REFUSED));
   }
 
   @Override

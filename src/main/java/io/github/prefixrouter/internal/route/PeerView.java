@@ -73,7 +73,7 @@ public interface PeerView {
   }
 
   /** The stats of a node without gossip. */
-  GossipStats NO_GOSSIP = new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  GossipStats NO_GOSSIP = new GossipStats(0, false, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 
   /** A view with no peers: the node routes nothing. */
   PeerView NONE =

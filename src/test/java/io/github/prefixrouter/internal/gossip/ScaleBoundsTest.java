@@ -139,6 +139,8 @@ class ScaleBoundsTest {
       long bound = (config.fanout() + 2L) * (rounds + 1);
       assertTrue(sent <= bound,
           e.self().nodeId() + " sent " + sent + " SYNs in " + rounds + " rounds, bound " + bound);
+      assertEquals(0, e.counter(GossipCounter.SYNS_REFUSED), "SYNs " + e.self().nodeId()
+          + " left unanswered (more than GossipEngine.SYNS_ANSWERED_PER_INTERVAL of a sender)");
       e.checkInvariants();
     }
     assertTrue(largest[0] <= config.messageByteCap(),
