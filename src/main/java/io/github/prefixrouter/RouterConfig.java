@@ -233,6 +233,12 @@ public final class RouterConfig {
     positive(p, "stalenessHalfLife", stalenessHalfLife);
     positive(p, "distrustHalfLife", distrustHalfLife);
     positive(p, "gossipInterval", gossipInterval);
+    // rounds follow one another at the interval whatever they cost: rounds of a nanosecond
+    // kept the node's scheduler busy with nothing but rounds
+    if (gossipInterval.compareTo(Duration.ZERO) > 0
+        && gossipInterval.compareTo(GossipConfig.MIN_INTERVAL) < 0) {
+      p.add("gossipInterval must be at least 1 ms, was " + gossipInterval);
+    }
     if (gossipFanout < 1 || gossipFanout > 64) {
       p.add("gossipFanout must be between 1 and 64, was " + gossipFanout);
     }
@@ -620,7 +626,7 @@ public final class RouterConfig {
   }
 
   /**
-   * Anti-entropy round interval (jittered). Default 200 ms.
+   * Anti-entropy round interval (jittered). Default 200 ms; at least 1 ms.
    *
    * @return anti-entropy round interval
    */
@@ -1091,7 +1097,7 @@ public final class RouterConfig {
     /**
      * Anti-entropy interval and fanout (defaults 200 ms and 3).
      *
-     * @param interval the round interval, positive
+     * @param interval the round interval, at least 1 ms
      * @param fanout peers per round, 1 to 64
      * @return this builder
      */

@@ -187,6 +187,9 @@ class RouterConfigTest {
         bad("stalenessHalfLife", b -> b.stalenessHalfLife(Duration.ofDays(366))),
         bad("distrustHalfLife", b -> b.distrustHalfLife(Duration.ofDays(366))),
         bad("gossipInterval", b -> b.gossip(Duration.ZERO, 3)),
+        // rounds of a nanosecond kept a node's scheduler busy with nothing but rounds
+        bad("gossipInterval", b -> b.gossip(Duration.ofNanos(1), 3)),
+        bad("gossipInterval", b -> b.gossip(Duration.ofNanos(999_999), 3)),
         bad("gossipFanout", b -> b.gossip(Duration.ofMillis(200), 65)),
         bad("peerSuspectAfter", b -> b.peerTimeouts(Duration.ZERO, Duration.ofSeconds(10))),
         bad("peerDeadAfter", b -> b.peerTimeouts(Duration.ofSeconds(2), Duration.ofDays(366))),

@@ -18,6 +18,13 @@ import java.util.Objects;
 public final class GossipConfig {
 
   private final Duration interval;
+  /**
+   * The shortest {@code interval} accepted: 1 ms. A node's rounds follow one another at the
+   * interval whatever they cost, so rounds of a few nanoseconds kept the scheduler's thread busy
+   * with nothing but rounds, each sending SYNs; the settings that must be longer than the
+   * interval ({@code suspectAfter}, {@code deadAfter}, {@code forgetAfter}) are held above it.
+   */
+  public static final Duration MIN_INTERVAL = Duration.ofMillis(1);
   private final double jitter;
   private final int fanout;
   private final Duration suspectAfter;
@@ -70,6 +77,9 @@ public final class GossipConfig {
 
   private GossipConfig(Builder b) {
     interval = positive("interval", b.interval);
+    if (interval.compareTo(MIN_INTERVAL) < 0) {
+      throw bad("interval", interval, "at least 1 ms");
+    }
     if (Durations.saturatedNanos(interval) > Long.MAX_VALUE / 64) {
       // rounds derive windows of up to 64 intervals, in nanoseconds
       throw bad("interval", interval, "at most 2^63 / 64 ns (about 4.5 years)");
@@ -141,7 +151,7 @@ public final class GossipConfig {
     return builder().build();
   }
 
-  /** Time between two gossip rounds of a node (before jitter). Default 1 s. */
+  /** Time between two gossip rounds of a node (before jitter). Default 1 s; at least 1 ms. */
   public Duration interval() {
     return interval;
   }

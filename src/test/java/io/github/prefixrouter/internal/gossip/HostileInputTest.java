@@ -323,6 +323,18 @@ class HostileInputTest {
     GossipConfig ordered = GossipConfig.builder().interval(t).suspectAfter(t.plusNanos(1))
         .deadAfter(t.plusNanos(2)).forgetAfter(t.plusNanos(3)).build();
     assertEquals(t.plusNanos(2), ordered.deadAfter());
+    // rounds of a nanosecond kept the scheduler's thread busy with nothing but rounds: the
+    // interval is at least a millisecond (what --gossip-interval-ms can give)
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().interval(Duration.ofNanos(1)).build());
+    assertTrue(e.getMessage().contains("interval") && e.getMessage().contains("1 ms"),
+        e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> GossipConfig.builder().interval(Duration.ofNanos(999_999)).build());
+    assertTrue(e.getMessage().contains("interval"), e.getMessage());
+    assertEquals(Duration.ofMillis(1), GossipConfig.builder().interval(Duration.ofMillis(1))
+        .suspectAfter(Duration.ofMillis(2)).deadAfter(Duration.ofMillis(3))
+        .forgetAfter(Duration.ofMillis(4)).build().interval());
     e = assertThrows(IllegalArgumentException.class,
         () -> GossipConfig.builder().jitter(0.9).build());
     assertTrue(e.getMessage().contains("jitter"), e.getMessage());
