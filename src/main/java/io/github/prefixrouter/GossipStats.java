@@ -73,4 +73,37 @@ public record GossipStats(
     long snapshotsInstalled,
     long snapshotsAbandoned,
     long blocksRefused,
-    long synsRefused) {}
+    long synsRefused) {
+
+  /**
+   * The figures of a node that refused no SYN ({@code synsRefused} 0): the components this
+   * record had before {@code synsRefused}, kept so that a host constructing the record itself
+   * (its own tests, a fake node) compiles unchanged.
+   *
+   * @param generation see the class documentation
+   * @param nodeIdInUse see the class documentation
+   * @param peersSuspect see the class documentation
+   * @param rounds see the class documentation
+   * @param malformedDropped see the class documentation
+   * @param rejected see the class documentation
+   * @param internalErrors see the class documentation
+   * @param membersSuspected see the class documentation
+   * @param membersDead see the class documentation
+   * @param membersRefused see the class documentation
+   * @param generationsReplaced see the class documentation
+   * @param generationsRefuted see the class documentation
+   * @param snapshotsSent see the class documentation
+   * @param snapshotsInstalled see the class documentation
+   * @param snapshotsAbandoned see the class documentation
+   * @param blocksRefused see the class documentation
+   */
+  public GossipStats(long generation, boolean nodeIdInUse, int peersSuspect, long rounds,
+      long malformedDropped, long rejected, long internalErrors, long membersSuspected,
+      long membersDead, long membersRefused, long generationsReplaced, long generationsRefuted,
+      long snapshotsSent, long snapshotsInstalled, long snapshotsAbandoned, long blocksRefused) {
+    this(generation, nodeIdInUse, peersSuspect, rounds, malformedDropped, rejected,
+        internalErrors, membersSuspected, membersDead, membersRefused, generationsReplaced,
+        generationsRefuted, snapshotsSent, snapshotsInstalled, snapshotsAbandoned, blocksRefused,
+        0);
+  }
+}
