@@ -272,6 +272,18 @@ public interface PrefixRouterNode extends AutoCloseable {
   }
 
   /**
+   * The counters of the node's forwarding and streaming paths: peer messages it could not
+   * decode, streamed output that belongs to no forward of its own, streamed requests failed
+   * because their output diverged, peers' requests not run because their CANCEL came first,
+   * and peers' requests refused for another model id (see {@link PeerMessageStats}).
+   *
+   * @return a new snapshot; empty by default, for implementations other than the library's
+   */
+  default Optional<PeerMessageStats> peerMessageStats() {
+    return Optional.empty();
+  }
+
+  /**
    * The current lifecycle state.
    *
    * @return the current state

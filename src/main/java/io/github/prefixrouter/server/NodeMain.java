@@ -9,7 +9,6 @@ import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventSubscriber;
 import io.github.prefixrouter.internal.CommonPoolSize;
 import io.github.prefixrouter.internal.CountedFailureLog;
-import io.github.prefixrouter.internal.route.RouterNode;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.Schedulers;
 import io.github.prefixrouter.transport.http.HttpTransport;
@@ -709,16 +708,12 @@ public final class NodeMain {
       ClusterKeys keys, TlsFiles tls, TlsFiles clientTls, ReferenceEngine e,
       InferenceEngine engine, EngineKeyWatch keyWatch, PromptTokenizer tokenizer) {
     List<StatsTable.Section<?>> sections = new ArrayList<>();
-    if (node instanceof RouterNode rn) {
-      sections.add(StatsTables.PEER_MESSAGES.section("peer_messages",
-          new StatsTables.NodeInternalStats(rn.malformedMessages(), rn.strayStreamMessages(),
-              rn.outputDivergences(), rn.forwardsCancelledBeforeArrival(),
-              rn.otherModelRefusals())));
-      rn.engineStallStats().ifPresent(
-          w -> sections.add(StatsTables.ENGINE_WATCH.section("engine_watch", w)));
-      rn.cacheEventStats().ifPresent(
-          tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
-    }
+    node.peerMessageStats().ifPresent(
+        p -> sections.add(StatsTables.PEER_MESSAGES.section("peer_messages", p)));
+    node.engineStallStats().ifPresent(
+        w -> sections.add(StatsTables.ENGINE_WATCH.section("engine_watch", w)));
+    node.cacheEventStats().ifPresent(
+        tree -> sections.add(StatsTables.LOCAL_TREE.section("local_tree", tree)));
     sections.add(StatsTables.TRANSPORT.section("transport", t.stats()));
     if (keys != null) {
       sections.add(StatsTables.CLUSTER_KEY_FILE.section("cluster_key_file", keys.stats()));

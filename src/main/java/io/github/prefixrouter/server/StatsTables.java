@@ -4,6 +4,7 @@ import io.github.prefixrouter.CacheEventStats;
 import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PeerMessageStats;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
 import io.github.prefixrouter.engine.vllm.VllmKvEventReceiver;
@@ -373,33 +374,29 @@ final class StatsTables {
               OpenAiCompatibleEngine.Stats::answerBudgetRefused)
           .build();
 
-  /** The node's counters of what it dropped or failed on its peer and stream paths. */
-  record NodeInternalStats(long malformed, long strayStreams, long outputDivergences,
-      long cancelledBeforeArrival, long otherModelRefused) {}
-
-  /** {@code peer_messages} in {@code /v1/stats}. */
-  static final StatsTable<NodeInternalStats> PEER_MESSAGES =
-      StatsTable.<NodeInternalStats>builder()
+  /** {@link PeerMessageStats}: {@code peer_messages} in {@code /v1/stats}. */
+  static final StatsTable<PeerMessageStats> PEER_MESSAGES =
+      StatsTable.<PeerMessageStats>builder()
           .counter("malformed", P + "peer_messages_malformed_total",
               "Messages from peers (forwarding, streamed output, an unknown type) that did not "
                   + "decode; dropped. Gossip that did not decode is counted in "
-                  + "prefix_router_gossip_malformed_messages_total.", NodeInternalStats::malformed)
+                  + "prefix_router_gossip_malformed_messages_total.", PeerMessageStats::malformed)
           .counter("stray_streams", P + "peer_messages_stray_streams_total",
               "Streamed output from peers that belongs to no current forward (late, from "
                   + "another peer, another tag or request); dropped.",
-              NodeInternalStats::strayStreams)
+              PeerMessageStats::strayStreams)
           .counter("output_divergences", P + "output_divergences_total",
               "Streamed requests failed because a run's output disagreed with what had "
                   + "already been streamed: an engine that does not decode deterministically.",
-              NodeInternalStats::outputDivergences)
+              PeerMessageStats::outputDivergences)
           .counter("cancelled_before_arrival", P + "forwards_cancelled_before_arrival_total",
               "Requests forwarded by peers and not run because the peer's CANCEL of them had "
                   + "arrived first (the network reordered them); answered as cancelled.",
-              NodeInternalStats::cancelledBeforeArrival)
+              PeerMessageStats::cancelledBeforeArrival)
           .counter("other_model_refused", P + "forwards_other_model_refused_total",
               "Requests forwarded by peers and refused because the peer's model id is not this "
                   + "node's (--model-id); the peer then skips this node.",
-              NodeInternalStats::otherModelRefused)
+              PeerMessageStats::otherModelRefused)
           .build();
 
   private static final String W = P + "engine_watch_";

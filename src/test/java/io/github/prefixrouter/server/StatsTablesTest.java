@@ -8,6 +8,7 @@ import io.github.prefixrouter.EngineStallStats;
 import io.github.prefixrouter.FallbackCause;
 import io.github.prefixrouter.GossipStats;
 import io.github.prefixrouter.NodeStats;
+import io.github.prefixrouter.PeerMessageStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine;
 import io.github.prefixrouter.engine.reference.ReferenceEngine;
@@ -47,8 +48,8 @@ class StatsTablesTest {
   private static final StatsTables.ClientStats CLIENT =
       StatsFixtures.distinct(StatsTables.ClientStats.class, 500_000);
 
-  private static final StatsTables.NodeInternalStats PEER =
-      StatsFixtures.distinct(StatsTables.NodeInternalStats.class, 600_000);
+  private static final PeerMessageStats PEER =
+      StatsFixtures.distinct(PeerMessageStats.class, 600_000);
 
   private static final CacheEventStats TREE =
       StatsFixtures.distinct(CacheEventStats.class, 700_000);

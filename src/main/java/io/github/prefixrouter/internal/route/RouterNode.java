@@ -10,6 +10,7 @@ import io.github.prefixrouter.NodeNotRunningException;
 import io.github.prefixrouter.NodeStats;
 import io.github.prefixrouter.OutputDivergedException;
 import io.github.prefixrouter.OutputListener;
+import io.github.prefixrouter.PeerMessageStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RequestFailedException;
 import io.github.prefixrouter.RouteDecision;
@@ -2744,6 +2745,12 @@ public final class RouterNode implements PrefixRouterNode {
   @Override
   public Optional<EngineStallStats> engineStallStats() {
     return Optional.of(engineWatch.stats(clock.nanoTime(), engineLoad.failures()));
+  }
+
+  @Override
+  public Optional<PeerMessageStats> peerMessageStats() {
+    return Optional.of(new PeerMessageStats(malformedInbound.sum(), strayStreams.sum(),
+        divergences.sum(), cancelledBeforeArrival.sum(), otherModelRefused.sum()));
   }
 
   /**
