@@ -313,6 +313,28 @@ public interface PrefixRouterNode extends AutoCloseable {
    * exception: the engine's execute fails the request, the listener's abandons it), and the
    * node stops then. Call {@link #stop()} there, without waiting.
    *
+   * <p><b>On a {@link io.github.prefixrouter.testing.SimulatedScheduler}, this method waits for
+   * ever, without an error, when called on the thread driving the scheduler while a request
+   * whose answer needs simulated time is in flight</b> (one run by a
+   * {@link io.github.prefixrouter.testing.SimulatedEngine} or forwarded over an
+   * {@link io.github.prefixrouter.testing.InMemoryNetwork} on that scheduler, or one that ends
+   * at a timeout): the stop waits for the request, which is answered only when that thread
+   * advances the scheduler, and the thread is waiting for the stop. So do {@code join()} and
+   * {@code get()} of {@link #stop()}'s future there. Stop, advance the scheduler until the stop
+   * completes, then close:
+   * <pre>{@code
+   * CompletableFuture<Void> stopped = node.stop();
+   * while (!stopped.isDone() && sim.runNext()) {
+   *   // each task run may answer a request, and the last answer completes the stop
+   * }
+   * node.close();
+   * }</pre>
+   * or call {@code stop(Duration.ZERO)} first, which abandons the requests in flight at once
+   * (see {@link #stop(Duration)}). The node does not detect this wait: it cannot tell a request
+   * that waits for simulated time from one that another thread answers (an engine or transport
+   * with threads of its own next to a simulated scheduler, as some tests combine them), for
+   * which the same wait ends, and failing that wait would break it.
+   *
    * @throws IllegalStateException if called from inside the transport's {@code start()} or
    *     {@code close()}, or from inside one of the calls above while the request is unanswered,
    *     on the thread the node called it on

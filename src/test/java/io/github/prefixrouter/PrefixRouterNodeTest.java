@@ -2,6 +2,8 @@ package io.github.prefixrouter;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -13,6 +15,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import org.junit.jupiter.api.Test;
 
 /** The public builder and a single node with the real local tree. */
@@ -212,5 +215,39 @@ class PrefixRouterNodeTest {
       sim.runUntilIdle(100_000);
       assertTrue(stop.isDone());
     }
+  }
+
+  /**
+   * On a {@link SimulatedScheduler}, a request in flight is answered only as the thread driving
+   * the scheduler advances it, so the stop waits for that: what {@code close()}'s Javadoc shows
+   * (stop, advance until the stop completes, then close) ends with the request answered, and
+   * {@code stop(Duration.ZERO)} abandons the request at once, so {@code close()} returns.
+   */
+  @Test
+  void onASimulatedSchedulerTheStopCompletesAsTheTestAdvancesTime() {
+    int[] tokens = new int[100];
+    Arrays.setAll(tokens, i -> (i * 7) % 1000);
+    PrefixRouterNode a = PrefixRouterNode.builder().nodeId("a").transport(net.transport("a"))
+        .engine(engine(false)).scheduler(sim).random(new SplittableRandom(1)).build();
+    a.start();
+    CompletableFuture<InferenceResponse> f = a.submit(InferenceRequest.of("r", tokens));
+    CompletableFuture<Void> stopped = a.stop();
+    assertFalse(stopped.isDone(), "the stop waits for the request in flight");
+    while (!stopped.isDone() && sim.runNext()) {
+      // advance until the stop completes
+    }
+    assertTrue(stopped.isDone(), "the stop did not complete in simulated time");
+    a.close();
+    assertEquals(PrefixRouterNode.State.STOPPED, a.state());
+    assertEquals("a", f.join().servedBy());
+
+    PrefixRouterNode b = PrefixRouterNode.builder().nodeId("b").transport(net.transport("b"))
+        .engine(engine(false)).scheduler(sim).random(new SplittableRandom(2)).build();
+    b.start();
+    CompletableFuture<InferenceResponse> g = b.submit(InferenceRequest.of("r", tokens));
+    assertTrue(b.stop(java.time.Duration.ZERO).isDone(), "the request was abandoned at once");
+    b.close();
+    CompletionException e = assertThrows(CompletionException.class, g::join);
+    assertInstanceOf(NodeNotRunningException.class, e.getCause());
   }
 }

@@ -27,6 +27,12 @@ import java.util.PriorityQueue;
  * calls it ({@link #advanceTo}, {@link #advanceBy}, {@link #runUntilIdle} or a test's own),
  * throws {@link IllegalStateException} instead of running a task, leaving the interrupt status
  * set. With no task to run, they return as usual.
+ *
+ * <p>A blocking wait on the driving thread for something that only its tasks bring about never
+ * ends, and nothing reports it. The common case: {@code PrefixRouterNode.close()} (or a
+ * {@code join()} of its {@code stop()}) while a request whose answer needs simulated time is
+ * in flight. Call {@code stop()}, run tasks until its future completes, then close (see
+ * {@link io.github.prefixrouter.PrefixRouterNode#close()}).
  */
 public final class SimulatedScheduler implements Clock, Scheduler {
 
