@@ -493,7 +493,8 @@ public final class RouterConfig {
 
   /**
    * How many retryable failures of the local engine in a row (unreachable, an error status, at
-   * capacity, an answer that cannot be the request's), with no success between them, make the
+   * capacity, an answer that cannot be the request's, a failure that is not an
+   * {@code EngineException}), with no success between them, make the
    * node avoid it as failing: a stalled engine's treatment ({@link #engineStallTimeout()}), as
    * a server that is down, misconfigured or out of capacity ends every run at once and is never
    * stalled. Its own requests go to the eligible peer the policy ranks first

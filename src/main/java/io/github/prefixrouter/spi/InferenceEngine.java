@@ -14,14 +14,19 @@ import java.util.function.Consumer;
  * <ul>
  *   <li>{@link #execute} never blocks the caller's thread and returns a future that completes
  *       exactly once: with an {@link EngineResult} or exceptionally with an
- *       {@link EngineException}. Only a retryable one
- *       ({@link EngineException#retryable()}) can be tried on a peer and count toward
- *       {@link io.github.prefixrouter.RouterConfig#engineFailureLimit()}: anything else
- *       ({@code execute} throwing, or its future failed with any other exception, such as an
- *       {@code IOException} of the host's HTTP client) fails a local client's request at once,
- *       however healthy the peers, and never makes the node route around its engine. An
- *       adapter wraps a failure another engine could avoid (a connection refused, a 5xx) in
- *       {@code new EngineException(message, true, cause)}.
+ *       {@link EngineException}: a retryable one ({@link EngineException#retryable()}) for a
+ *       failure another engine could avoid (a connection refused, a 5xx), which the node tries
+ *       on a peer and counts toward
+ *       {@link io.github.prefixrouter.RouterConfig#engineFailureLimit()}; one that is not
+ *       retryable (such as {@link InvalidRequestException} or {@link EngineTimeoutException})
+ *       for a failure every engine would share, which fails the request without trying a
+ *       peer. Anything else ({@code execute} throwing, or its future failed with any other
+ *       exception, such as an {@code IOException} of the host's HTTP client or a
+ *       {@code NullPointerException} of its bug) breaks this contract: the node takes it for
+ *       a retryable failure of this engine (tried on a peer, counted toward
+ *       {@code engineFailureLimit}), logs it naming what was thrown (the first such failure,
+ *       then one each time their count reaches a power of two), and fails the request with a
+ *       {@code RequestFailedException} carrying it when no peer is left.
  *   <li>The same tokens and parameters give the same output on any node (deterministic
  *       decoding; a sampled request draws from its {@code seed}, not from a source of the
  *       engine's own), so routing never changes an answer.
@@ -47,8 +52,9 @@ import java.util.function.Consumer;
  *       node calls them holding the answer to a request (it runs the request, ends it, or routes
  *       it), which the stop waits for and which comes only after they return. Such a wait,
  *       on the thread the node called them on, throws an {@link IllegalStateException} naming
- *       the call instead of waiting for ever (let through by {@code execute}, it fails the
- *       request); an engine that gives up calls {@code stop()} without waiting.
+ *       the call instead of waiting for ever (let through by {@code execute}, it is a failure
+ *       of the run that is not an {@code EngineException}, as above); an engine that gives up
+ *       calls {@code stop()} without waiting.
  * </ul>
  */
 public interface InferenceEngine {

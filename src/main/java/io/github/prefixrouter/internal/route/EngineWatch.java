@@ -200,7 +200,8 @@ final class EngineWatch {
 
   /**
    * A run ended at {@code now} with a retryable failure of the engine (unreachable, an error
-   * status, at capacity, an answer that cannot be the request's). Called before the run's
+   * status, at capacity, an answer that cannot be the request's, a failure that is not an
+   * {@code EngineException}, which breaks the engine's contract). Called before the run's
    * {@link #ended}, so that a failing engine's probe is never seen ended before its failure.
    * Counted also with the check off ({@code failureLimit} 0), which only never makes the engine
    * failing.

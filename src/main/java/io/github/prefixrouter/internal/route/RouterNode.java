@@ -17,6 +17,7 @@ import io.github.prefixrouter.RouteDecision;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.AnswerBudgetException;
+import io.github.prefixrouter.internal.CountedFailureLog;
 import io.github.prefixrouter.internal.EngineInFlightLimitException;
 import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
@@ -84,14 +85,16 @@ import org.slf4j.LoggerFactory;
  *       request runs locally once, or fails with that failure if the local engine already
  *       failed it or then fails it retryably.
  *   <li><b>Local failures.</b> A retryable failure of the local engine (busy, unreachable, an
- *       answer that cannot be for the request) on a request this node's client submitted is
+ *       answer that cannot be for the request, or a failure that is not an
+ *       {@link EngineException}: the engine breaking its contract, which a peer's engine does
+ *       not share; logged, {@link #engineBroke}) on a request this node's client submitted is
  *       tried on the cheapest eligible peer ({@link FallbackCause#LOCAL_FAILED}), and from then
  *       on the request is routed to peers only; when none is eligible or none serves it
  *       within {@link #MAX_FORWARDS} forwards, it fails (at most one local run per request)
  *       ({@link RequestFailedException} with the local engine's failure as its cause). A
  *       request a peer forwarded is not sent on after a local failure: a busy engine answers
  *       it BUSY (push-back), any other failure FAILED, retryable as the engine said, and the
- *       peer tries elsewhere (see Fallback). A failure that is not retryable
+ *       peer tries elsewhere (see Fallback). An {@link EngineException} that is not retryable
  *       ({@code InvalidRequestException}, {@code EngineTimeoutException}, the node's own
  *       {@code engineTimeout}) is final. Any engine's answer is checked as a forwarded one is
  *       (see {@link #couldAnswer}).
@@ -116,9 +119,10 @@ import org.slf4j.LoggerFactory;
  *       local engine in a row with no success between them, it is avoided alike, except that
  *       once no run is outstanding and {@code failureCooldown} has passed since its last
  *       failure the next request that would run here is its probe; the first success ends
- *       it. Failures that are not retryable, those of runs the node abandoned, answers the
- *       node had no heap to read ({@link AnswerBudgetException}: the adapter's answer budget
- *       held by other answers, the node's shortage and not its engine's failure), and runs the
+ *       it. Engine exceptions that are not retryable, failures of runs the node abandoned,
+ *       answers the node had no heap to read ({@link AnswerBudgetException}: the adapter's
+ *       answer budget held by other answers, the node's shortage and not its engine's
+ *       failure), and runs the
  *       adapter refused at its own limit of requests in flight
  *       ({@link EngineInFlightLimitException}: nothing reached the engine; still busy to the
  *       node) do not count.
@@ -201,6 +205,11 @@ public final class RouterNode implements PrefixRouterNode {
   private final EngineWatch engineWatch;
   /** The engine's load as the node reads it, a failing reading estimated and counted. */
   private final EngineLoadGuard engineLoad;
+  /**
+   * Runs of the local engine that failed with something that is not an {@link EngineException}
+   * (a contract violation: {@link #engineBroke}).
+   */
+  private final AtomicLong engineContractFailures = new AtomicLong();
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -970,12 +979,15 @@ public final class RouterNode implements PrefixRouterNode {
    * node's client submitted is tried on a peer (routed to peers only from then on) while
    * forwards are left and the policy and hop limit allow forwarding, unless it runs here because
    * its last forward found the transport closed or the request too large for the link;
-   * otherwise the request fails.
+   * otherwise the request fails. A failure that is not an {@link EngineException} (the engine's
+   * {@code execute} threw, or its future failed with anything else) breaks the engine's
+   * contract and is retryable: a peer's engine does not share this one's bug.
    */
   private void localFailed(Execution ex, Throwable t) {
     // after a closed transport no peer can be reached; after a forward too large for the link,
     // the other peers' links have the same limit
-    boolean retry = !ex.fromPeer && t instanceof EngineException ee && ee.retryable()
+    boolean retry = !ex.fromPeer
+        && (!(t instanceof EngineException) || t instanceof EngineException ee && ee.retryable())
         && config.policy() != RoutingPolicy.LOCAL_ONLY && ex.hops < config.hopLimit()
         && ex.lastCause != FallbackCause.TRANSPORT_CLOSED
         && ex.lastCause != FallbackCause.TOO_LARGE;
@@ -997,6 +1009,28 @@ public final class RouterNode implements PrefixRouterNode {
     LOG.debug("node {} request {}: the local engine failed ({}); trying a peer", nodeId,
         ex.request.id(), t.getMessage());
     routeOrRunLocal(ex);
+  }
+
+  /**
+   * A run of request {@code id} on the local engine failed with {@code thrown}, which is not an
+   * {@link EngineException}: the engine breaks its contract (a bug of the host's engine, or an
+   * adapter that lets its HTTP client's {@code IOException} through). Counted; the first is
+   * logged with what was thrown (at ERROR for an {@link Error}, else at WARN), later ones at
+   * WARN when their count reaches a power of two (as {@link EngineLoadGuard} logs a failing
+   * load), so an engine that fails so at every run does not fill the log.
+   */
+  private void engineBroke(String id, Throwable thrown) {
+    long n = engineContractFailures.incrementAndGet();
+    if (n == 1) {
+      CountedFailureLog.log(LOG, thrown, "node {}: its engine"
+          + " failed request {} with {}, which is not an EngineException as InferenceEngine's"
+          + " contract requires; the node takes it for a retryable failure of its engine (tried"
+          + " on a peer, counted toward engineFailureLimit)", nodeId, id,
+          thrown.getClass().getName());
+    } else if ((n & (n - 1)) == 0) {
+      LOG.warn("node {}: its engine has failed {} runs with an exception that is not an"
+          + " EngineException, the latest: {}", nodeId, n, String.valueOf(thrown));
+    }
   }
 
   /**
@@ -1788,18 +1822,26 @@ public final class RouterNode implements PrefixRouterNode {
       if (err == null && res != null) {
         engineWatch.progressed(clock.nanoTime()); // before the run ends: no gap without either
       }
+      Throwable thrown = err == null ? null : unwrap(err);
+      // a failure that is no EngineException breaks the engine's contract: a failure of this
+      // engine, retryable (a peer's engine does not share its bug)
+      boolean broke = thrown != null && !(thrown instanceof EngineException);
       // before the run ends, so that a failing engine's probe is not seen ended before it failed
       if (err == null && res != null && couldAnswer(res, ex.request)) {
         engineWatch.succeeded();
-      } else if (ex.current(seq) && (err == null && res != null
-          || err != null && unwrap(err) instanceof EngineException ee && ee.retryable()
+      } else if (ex.current(seq) && (err == null && res != null || broke
+          || thrown instanceof EngineException ee && ee.retryable()
               && !(ee instanceof AnswerBudgetException)
               && !(ee instanceof EngineInFlightLimitException))) {
         // a failure of a run that was abandoned (its cancel) is no sign of a failing engine, nor
         // is an answer this node had no heap to read (its own shortage: the engine answered), nor
         // a run its adapter refused at its own in-flight limit (nothing reached the engine)
+        if (broke) {
+          engineBroke(id, thrown);
+        }
         engineWatch.failed(clock.nanoTime(), err == null
-            ? "an answer that cannot be the request's" : String.valueOf(unwrap(err).getMessage()));
+            ? "an answer that cannot be the request's"
+            : broke ? String.valueOf(thrown) : String.valueOf(thrown.getMessage()));
       }
       endRun.run();
       cancelGuard(guard);
@@ -1807,7 +1849,7 @@ public final class RouterNode implements PrefixRouterNode {
         return;
       }
       if (err != null || res == null) {
-        Throwable t = err != null ? unwrap(err)
+        Throwable t = err != null ? thrown
             : new EngineException("engine completed with no result", false);
         localFailed(ex, t);
       } else if (!couldAnswer(res, ex.request)) {

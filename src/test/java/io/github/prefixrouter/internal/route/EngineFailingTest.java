@@ -40,6 +40,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A node whose own engine fails every request at once (its server down, refusing connections,
@@ -52,11 +54,16 @@ class EngineFailingTest {
 
   static final long SECOND = 1_000_000_000L;
 
-  /** Wraps an engine that, while {@link #failure} is set, fails every run with it at once. */
+  /**
+   * Wraps an engine that, while {@link #failure} is set, fails every run with it at once (or
+   * throws it from {@code execute}, when {@link #throwsFailure}).
+   */
   static final class Failing extends CountingEngine {
-    EngineException failure;
+    Throwable failure;
     /** Whether a run fails once the engine has run it (an error in its answer), not at once. */
     boolean failsAfterRunning;
+    /** Whether {@code execute} throws the failure instead of returning a failed future. */
+    boolean throwsFailure;
 
     Failing(InferenceEngine delegate) {
       super(delegate);
@@ -64,16 +71,25 @@ class EngineFailingTest {
 
     @Override
     CompletableFuture<EngineResult> run(InferenceRequest r, OutputListener l) {
-      if (failure != null && failsAfterRunning) {
-        EngineException e = failure;
+      Throwable e = failure;
+      if (e != null && throwsFailure) {
+        throw Failing.<RuntimeException>undeclared(e);
+      }
+      if (e != null && failsAfterRunning) {
         return delegate.execute(r, l).handle((res, err) -> {
-          throw e;
+          throw Failing.<RuntimeException>undeclared(e);
         });
       }
-      if (failure != null) {
-        return CompletableFuture.failedFuture(failure);
+      if (e != null) {
+        return CompletableFuture.failedFuture(e);
       }
       return delegate.execute(r, l);
+    }
+
+    /** Throws {@code t} whatever it is, a checked exception too, as a buggy engine may. */
+    @SuppressWarnings("unchecked")
+    static <T extends Throwable> T undeclared(Throwable t) throws T {
+      throw (T) t;
     }
   }
 
@@ -456,6 +472,61 @@ class EngineFailingTest {
     s = k.watch(0);
     assertEquals(3, s.failedInARow(), s.toString());
     assertEquals(1, s.failing(), "the refusals between the busy answers reset their count: " + s);
+  }
+
+  /**
+   * An engine that breaks its contract, failing a run with something that is not an {@link
+   * EngineException} (an {@code IOException} of the host's HTTP client in the future it
+   * returns, a {@code NullPointerException} thrown by {@code execute}), fails as a retryable
+   * failure of this engine: each request is tried on the peer, and after {@code
+   * engineFailureLimit} of them in a row the node routes around its engine. Alone, or under the
+   * local-only policy, the request fails with a {@link RequestFailedException} carrying what
+   * the engine failed with.
+   */
+  @ParameterizedTest(name = "thrown by execute: {0}")
+  @ValueSource(booleans = {false, true})
+  void aFailureThatIsNoEngineExceptionIsTriedOnAPeerAndCountsTowardTheLimit(boolean thrown) {
+    Throwable broken = thrown
+        ? new NullPointerException("Cannot read field \"choices\" because \"body\" is null")
+        : new java.io.IOException("connection reset by peer");
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).failure = broken;
+    k.engine(0).throwsFailure = thrown;
+    for (int i = 0; i < 6; i++) {
+      InferenceRequest r = request("r" + i, prompt(i, 200));
+      InferenceResponse a = k.await(k.node(0).submit(r).handle((x, e) -> {
+        if (e != null) {
+          throw new AssertionError("n0's request failed though n1 could serve it", e);
+        }
+        return x;
+      }));
+      assertEquals("n1", a.servedBy(), a.toString());
+      assertArrayEquals(expected(r), a.result().outputTokens());
+    }
+    EngineStallStats s = k.watch(0);
+    assertEquals(3, k.engine(0).calls,
+        "after 3 failures in a row the engine is avoided; it was given every request: " + s);
+    assertEquals(1, s.failing(), s.toString());
+    assertEquals(3, s.failedInARow(), s.toString());
+    assertEquals(3, k.node(0).stats().fallbacks().get(FallbackCause.LOCAL_FAILED));
+    assertEquals(0, k.node(0).stats().failed());
+
+    // with no peer to go to the request fails, with what the engine failed with
+    // (no peer at all; a peer, and the local-only policy)
+    for (int n = 1; n <= 2; n++) {
+      Cluster solo = new Cluster(n, n == 1 ? config().build()
+          : config().policy(RoutingPolicy.LOCAL_ONLY).build());
+      solo.engine(0).failure = broken;
+      solo.engine(0).throwsFailure = thrown;
+      Throwable t = solo.failureOf(solo.node(0).submit(request("q", prompt(1, 200))));
+      assertInstanceOf(RequestFailedException.class, t);
+      assertTrue(t.getCause() == broken, String.valueOf(t.getCause()));
+      assertEquals(1, solo.engine(0).calls);
+      if (n == 2) {
+        assertEquals(0, solo.engine(1).calls, "a peer was tried under the local-only policy");
+      }
+      assertEquals(1, solo.node(0).stats().failed());
+    }
   }
 
   @Test

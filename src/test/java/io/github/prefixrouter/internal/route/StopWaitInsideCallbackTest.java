@@ -197,6 +197,44 @@ class StopWaitInsideCallbackTest {
     stoppedWithEveryRequestAnswered(node);
   }
 
+  /**
+   * With a peer to go to, the failure the engine let through is a failure of this engine as
+   * any other exception that is no EngineException: the request is tried on the peer, which
+   * answers it, once, and the node stops then.
+   */
+  @Test
+  void aStopJoinedInsideTheEnginesExecuteWithAPeerIsAnsweredByThePeerAndTheNodeStops() {
+    ScopedForwardTest.RecordingEngine peerEngine = new ScopedForwardTest.RecordingEngine();
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX).build();
+    RouterNode n0 = new RouterNode("n0", cfg, net.transport("n0"), engine, sim, sim,
+        new SplittableRandom(1), List.of(), new RouterNode.Components(
+            new TreeIndex(ConcurrentPrefixTree.selfManaged(1 << 20)),
+            new BlockChain(ScopedForwardTest.HASHER), new OnePeer()));
+    RouterNode n1 = new RouterNode("n1", cfg, net.transport("n1"), peerEngine, sim, sim,
+        new SplittableRandom(2), List.of(), new RouterNode.Components(
+            RequestLifecycleTest.NO_CACHE, new BlockChain(ScopedForwardTest.HASHER),
+            PeerView.NONE));
+    self.set(n0);
+    n0.start();
+    n1.start();
+    AtomicInteger executes = new AtomicInteger();
+    engine.onExecute = r -> {
+      executes.incrementAndGet();
+      self.get().stop().join();
+    };
+    InferenceRequest r = request("q1", prompt(1, 64));
+    CompletableFuture<InferenceResponse> f = assertTimeoutPreemptively(BOUND,
+        () -> n0.submit(r),
+        "submit() never returned: the stop the engine's execute joined waits for ever");
+    assertEquals(1, executes.get(), "n0's engine was not given the request");
+    sim.advanceBy(Duration.ofMillis(10).toNanos()); // the FORWARD and its RESULT
+    InferenceResponse resp = f.join();
+    assertEquals("n1", resp.servedBy(), resp.toString());
+    assertArrayEquals(expected(r), resp.result().outputTokens());
+    assertEquals(1, peerEngine.ran.size());
+    stoppedWithEveryRequestAnswered(n0);
+  }
+
   // --------------------------------------------------------------------- InferenceEngine.load
 
   @Test
