@@ -22,7 +22,8 @@ import java.util.function.Consumer;
  *       for a failure every engine would share, which fails the request without trying a
  *       peer. Anything else ({@code execute} throwing, or its future failed with any other
  *       exception, such as an {@code IOException} of the host's HTTP client or a
- *       {@code NullPointerException} of its bug) breaks this contract: the node takes it for
+ *       {@code NullPointerException} of its bug; {@code execute} returning null, or its future
+ *       completing with null) breaks this contract: the node takes it for
  *       a retryable failure of this engine (tried on a peer, counted toward
  *       {@code engineFailureLimit}), logs it naming what was thrown (the first such failure,
  *       then one each time their count reaches a power of two), and fails the request with a

@@ -1775,7 +1775,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       if (f == null) {
         f = CompletableFuture.failedFuture(
-            new EngineException("engine returned no future", false));
+            new EngineException("engine returned no future", true));
       }
     } catch (Throwable e) { // thrown on, an Error or a checked exception left the request open
       f = CompletableFuture.failedFuture(e);
@@ -1829,7 +1829,7 @@ public final class RouterNode implements PrefixRouterNode {
       // before the run ends, so that a failing engine's probe is not seen ended before it failed
       if (err == null && res != null && couldAnswer(res, ex.request)) {
         engineWatch.succeeded();
-      } else if (ex.current(seq) && (err == null && res != null || broke
+      } else if (ex.current(seq) && (err == null || broke
           || thrown instanceof EngineException ee && ee.retryable()
               && !(ee instanceof AnswerBudgetException)
               && !(ee instanceof EngineInFlightLimitException))) {
@@ -1840,7 +1840,7 @@ public final class RouterNode implements PrefixRouterNode {
           engineBroke(id, thrown);
         }
         engineWatch.failed(clock.nanoTime(), err == null
-            ? "an answer that cannot be the request's"
+            ? res == null ? "no result" : "an answer that cannot be the request's"
             : broke ? String.valueOf(thrown) : String.valueOf(thrown.getMessage()));
       }
       endRun.run();
@@ -1850,7 +1850,7 @@ public final class RouterNode implements PrefixRouterNode {
       }
       if (err != null || res == null) {
         Throwable t = err != null ? thrown
-            : new EngineException("engine completed with no result", false);
+            : new EngineException("engine completed with no result", true);
         localFailed(ex, t);
       } else if (!couldAnswer(res, ex.request)) {
         LOG.warn("node {}: the engine's answer cannot be for request {}: {}", nodeId,

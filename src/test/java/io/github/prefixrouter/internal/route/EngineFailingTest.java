@@ -64,6 +64,10 @@ class EngineFailingTest {
     boolean failsAfterRunning;
     /** Whether {@code execute} throws the failure instead of returning a failed future. */
     boolean throwsFailure;
+    /** Whether {@code execute} returns null instead of a future. */
+    boolean returnsNoFuture;
+    /** Whether each run's future completes with null instead of a result. */
+    boolean completesWithNull;
 
     Failing(InferenceEngine delegate) {
       super(delegate);
@@ -71,6 +75,12 @@ class EngineFailingTest {
 
     @Override
     CompletableFuture<EngineResult> run(InferenceRequest r, OutputListener l) {
+      if (returnsNoFuture) {
+        return null;
+      }
+      if (completesWithNull) {
+        return CompletableFuture.completedFuture(null);
+      }
       Throwable e = failure;
       if (e != null && throwsFailure) {
         throw Failing.<RuntimeException>undeclared(e);
@@ -527,6 +537,37 @@ class EngineFailingTest {
       }
       assertEquals(1, solo.node(0).stats().failed());
     }
+  }
+
+  /**
+   * An engine that returns no future, or completes a run with no result, breaks its contract
+   * as one that fails with something other than an {@link EngineException} does: the request
+   * is tried on the peer, and after {@code engineFailureLimit} of them in a row the node routes
+   * around its engine.
+   */
+  @ParameterizedTest(name = "no future: {0}")
+  @ValueSource(booleans = {false, true})
+  void anEngineThatGivesNoFutureOrNoResultIsTriedOnAPeerAndCountsTowardTheLimit(
+      boolean noFuture) {
+    Cluster k = new Cluster(2, config().build());
+    k.engine(0).returnsNoFuture = noFuture;
+    k.engine(0).completesWithNull = !noFuture;
+    for (int i = 0; i < 6; i++) {
+      InferenceRequest r = request("r" + i, prompt(i, 200));
+      InferenceResponse a = k.await(k.node(0).submit(r).handle((x, e) -> {
+        if (e != null) {
+          throw new AssertionError("n0's request failed though n1 could serve it", e);
+        }
+        return x;
+      }));
+      assertEquals("n1", a.servedBy(), a.toString());
+      assertArrayEquals(expected(r), a.result().outputTokens());
+    }
+    EngineStallStats s = k.watch(0);
+    assertEquals(3, k.engine(0).calls,
+        "after 3 failures in a row the engine is avoided; it was given every request: " + s);
+    assertEquals(1, s.failing(), s.toString());
+    assertEquals(0, k.node(0).stats().failed());
   }
 
   @Test
