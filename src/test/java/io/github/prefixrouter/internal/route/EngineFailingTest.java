@@ -502,21 +502,7 @@ class EngineFailingTest {
     Cluster k = new Cluster(2, config().build());
     k.engine(0).failure = broken;
     k.engine(0).throwsFailure = thrown;
-    for (int i = 0; i < 6; i++) {
-      InferenceRequest r = request("r" + i, prompt(i, 200));
-      InferenceResponse a = k.await(k.node(0).submit(r).handle((x, e) -> {
-        if (e != null) {
-          throw new AssertionError("n0's request failed though n1 could serve it", e);
-        }
-        return x;
-      }));
-      assertEquals("n1", a.servedBy(), a.toString());
-      assertArrayEquals(expected(r), a.result().outputTokens());
-    }
-    EngineStallStats s = k.watch(0);
-    assertEquals(3, k.engine(0).calls,
-        "after 3 failures in a row the engine is avoided; it was given every request: " + s);
-    assertEquals(1, s.failing(), s.toString());
+    EngineStallStats s = sixRequestsAreServedByN1AndN0sEngineIsAvoidedAfterThree(k);
     assertEquals(3, s.failedInARow(), s.toString());
     assertEquals(3, k.node(0).stats().fallbacks().get(FallbackCause.LOCAL_FAILED));
     assertEquals(0, k.node(0).stats().failed());
@@ -552,6 +538,18 @@ class EngineFailingTest {
     Cluster k = new Cluster(2, config().build());
     k.engine(0).returnsNoFuture = noFuture;
     k.engine(0).completesWithNull = !noFuture;
+    EngineStallStats s = sixRequestsAreServedByN1AndN0sEngineIsAvoidedAfterThree(k);
+    assertEquals(0, k.node(0).stats().failed());
+  }
+
+  /**
+   * Six requests entering at n0, whose engine fails each run, are all served by n1; n0's engine
+   * is given the first 3 and then avoided as failing.
+   *
+   * @return n0's engine watch's stats after the six
+   */
+  private static EngineStallStats sixRequestsAreServedByN1AndN0sEngineIsAvoidedAfterThree(
+      Cluster k) {
     for (int i = 0; i < 6; i++) {
       InferenceRequest r = request("r" + i, prompt(i, 200));
       InferenceResponse a = k.await(k.node(0).submit(r).handle((x, e) -> {
@@ -567,7 +565,7 @@ class EngineFailingTest {
     assertEquals(3, k.engine(0).calls,
         "after 3 failures in a row the engine is avoided; it was given every request: " + s);
     assertEquals(1, s.failing(), s.toString());
-    assertEquals(0, k.node(0).stats().failed());
+    return s;
   }
 
   @Test
