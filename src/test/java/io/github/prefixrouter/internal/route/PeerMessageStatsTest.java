@@ -12,13 +12,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.github.prefixrouter.CacheScope;
 import io.github.prefixrouter.InferenceRequest;
 import io.github.prefixrouter.InferenceResponse;
-import io.github.prefixrouter.OutputListener;
 import io.github.prefixrouter.PeerMessageStats;
 import io.github.prefixrouter.PrefixRouterNode;
 import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
-import io.github.prefixrouter.spi.EngineResult;
-import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.testing.InMemoryNetwork;
 import java.time.Duration;
@@ -63,24 +60,7 @@ class PeerMessageStatsTest {
 
   @Test
   void aStreamThatDivergesIsCounted() {
-    // the engine streams one output and answers another
-    OracleCluster.Hooks h = new OracleCluster.Hooks();
-    h.engineWrap = e -> new InferenceEngine() {
-      @Override
-      public CompletableFuture<EngineResult> execute(InferenceRequest request) {
-        return e.execute(request);
-      }
-
-      @Override
-      public CompletableFuture<EngineResult> execute(InferenceRequest request,
-          OutputListener listener) {
-        return e.execute(request, listener).thenApply(res -> new EngineResult(
-            StreamingTest.skew(res.outputTokens(), 1), "", res.promptTokens(),
-            res.cachedPromptTokens(), res.prefillNanos(), res.decodeNanos()));
-      }
-    };
-    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
-        .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
+    OracleCluster c = StreamingTest.answeringOtherThanItStreams();
     InferenceRequest r = generating("r1", 1, 20);
     CompletableFuture<InferenceResponse> f =
         StreamingTest.submit(c, "n0", r, StreamingTest.recorder(c, r));

@@ -293,7 +293,24 @@ class StreamingTest {
 
   @Test
   void aFinalAnswerThatContradictsTheStreamFailsTheRequest() {
-    // the engine streams one output and answers another
+    OracleCluster c = answeringOtherThanItStreams();
+    InferenceRequest r = generating("r1", 1, 20);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    runUntilDone(c, f);
+    CompletionException e = assertThrows(CompletionException.class, f::join);
+    assertInstanceOf(OutputDivergedException.class, e.getCause());
+    assertEquals(1, c.node("n0").outputDivergences());
+    assertTrue(rec.clean(), rec.toString());
+    // without a listener nothing is compared: the answer is the engine's
+    assertFalse(c.node("n0").submit(generating("r2", 2, 20)).isCompletedExceptionally());
+  }
+
+  /**
+   * A started one-node cluster, local only, whose engine streams one output and answers another
+   * (its answer's tokens skewed by one).
+   */
+  static OracleCluster answeringOtherThanItStreams() {
     OracleCluster.Hooks h = new OracleCluster.Hooks();
     h.engineWrap = e -> new InferenceEngine() {
       @Override
@@ -309,18 +326,8 @@ class StreamingTest {
             res.prefillNanos(), res.decodeNanos()));
       }
     };
-    OracleCluster c = new OracleCluster(1, RouterConfig.builder()
+    return new OracleCluster(1, RouterConfig.builder()
         .policy(RoutingPolicy.LOCAL_ONLY).build(), 1, h).start();
-    InferenceRequest r = generating("r1", 1, 20);
-    StreamRecorder rec = recorder(c, r);
-    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
-    runUntilDone(c, f);
-    CompletionException e = assertThrows(CompletionException.class, f::join);
-    assertInstanceOf(OutputDivergedException.class, e.getCause());
-    assertEquals(1, c.node("n0").outputDivergences());
-    assertTrue(rec.clean(), rec.toString());
-    // without a listener nothing is compared: the answer is the engine's
-    assertFalse(c.node("n0").submit(generating("r2", 2, 20)).isCompletedExceptionally());
   }
 
   /** A peer (not a node) that sends FORWARDs by hand and records what comes back. */
