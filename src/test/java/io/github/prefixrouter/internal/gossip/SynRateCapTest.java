@@ -51,6 +51,65 @@ class SynRateCapTest {
   }
 
   /**
+   * The window is one interval from the first SYN it answers: SYNs spread over that interval
+   * share its cap of {@link GossipEngine#SYNS_ANSWERED_PER_INTERVAL}, rounds run meanwhile
+   * keep it, and a SYN exactly one interval after the window's first opens the next window.
+   */
+  @Test
+  void theCapHoldsForAWholeIntervalFromTheWindowsFirstSyn() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipEngine node = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config, List.of(),
+        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> { });
+    PeerAddress flooder = new PeerAddress("flooder", "sim:flooder");
+    List<DigestEntry> digest = List.of(new DigestEntry("flooder", 1, 0, 1, 0, 0, false));
+    long step = config.intervalNanos() / 16;
+    for (int i = 0; i < 16; i++) { // 16 SYNs within the window's interval, the last at 15/16
+      node.handle(flooder, new Syn(i + 1, 1, digest));
+      node.runRound(); // drops the windows that ended only
+      time.advanceBy(step);
+    }
+    assertEquals(16 - GossipEngine.SYNS_ANSWERED_PER_INTERVAL,
+        node.counter(GossipCounter.SYNS_REFUSED), "SYNs refused within one interval");
+    // now exactly one interval after the window's first SYN
+    node.handle(flooder, new Syn(17, 1, digest));
+    assertEquals(16 - GossipEngine.SYNS_ANSWERED_PER_INTERVAL,
+        node.counter(GossipCounter.SYNS_REFUSED), "the SYN one interval after the first");
+    node.checkInvariants();
+  }
+
+  /**
+   * The windows of at most {@link GossipEngine#SYN_SENDERS_TRACKED} senders are kept: a new
+   * sender beyond them is answered, and once a round has dropped the windows that ended, a new
+   * sender's SYNs are counted again.
+   */
+  @Test
+  void sendersBeyondThoseTrackedAreAnsweredAndCountedOnceARoundDropsEndedWindows() {
+    GossipConfig config = GossipConfig.builder().interval(Duration.ofMillis(100)).build();
+    SimulatedScheduler time = new SimulatedScheduler();
+    GossipEngine node = new GossipEngine(new PeerAddress("me", "sim:me"), 1, config, List.of(),
+        time, time, new SplittableRandom(1), () -> EngineLoad.IDLE, (to, p) -> { });
+    for (int i = 0; i < GossipEngine.SYN_SENDERS_TRACKED; i++) {
+      node.handle(new PeerAddress("s" + i, "sim:s" + i), new Syn(1, 1, List.of()));
+    }
+    PeerAddress late = new PeerAddress("late", "sim:late");
+    for (int i = 0; i < 2 * GossipEngine.SYNS_ANSWERED_PER_INTERVAL; i++) {
+      node.handle(late, new Syn(i + 1, 1, List.of()));
+    }
+    assertEquals(0, node.counter(GossipCounter.SYNS_REFUSED),
+        "SYNs refused of a sender beyond those tracked");
+    time.advanceBy(config.intervalNanos());
+    node.runRound(); // drops the windows that ended
+    for (int i = 0; i < 2 * GossipEngine.SYNS_ANSWERED_PER_INTERVAL; i++) {
+      node.handle(late, new Syn(100 + i, 1, List.of()));
+    }
+    assertEquals(GossipEngine.SYNS_ANSWERED_PER_INTERVAL,
+        node.counter(GossipCounter.SYNS_REFUSED),
+        "SYNs refused of a sender once the ended windows were dropped");
+    node.checkInvariants();
+  }
+
+  /**
    * Honest clusters never reach the cap: rounds jittered as far as allowed (±50%), a large
    * fanout, seeds among the targets, delays that vary by more than an interval and loss.
    */
