@@ -971,6 +971,26 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aServerThatSendsNoHeadersFailsAtItsIdleBound() throws Exception {
+    // the bound runs from the request's sending: a server that takes the request and answers
+    // nothing, not even its headers, fails it as one silent mid-stream does
+    server.behaviour.set((ex, body) -> server.awaitRelease());
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofMillis(300)).build();
+    Pieces pieces = new Pieces();
+    CompletableFuture<EngineResult> f = pieces.run(e, request());
+    ExecutionException thrown =
+        assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
+    EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
+    assertFalse(err instanceof EngineTimeoutException, err::toString);
+    assertTrue(err.retryable(), err::toString);
+    assertTrue(err.getMessage().contains("nothing for 300 ms (streamIdleTimeout)"),
+        err.getMessage());
+    assertTrue(pieces.texts.isEmpty());
+    assertEquals(0, e.load().total());
+  }
+
+  @Test
   void theIdleBoundMustBePositive() {
     for (Duration d : new Duration[] {null, Duration.ZERO, Duration.ofMillis(-1)}) {
       IllegalArgumentException ex = assertThrows(IllegalArgumentException.class,
