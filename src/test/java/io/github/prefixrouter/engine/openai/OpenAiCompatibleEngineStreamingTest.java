@@ -991,6 +991,23 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void theAnswersHeadersStartTheIdleBoundAgain() throws Exception {
+    // headers 3 s after the request, the first chunk 3 s after them: each within the bound of
+    // 4.5 s of what came before, though the first chunk comes 6 s after the request
+    server.behaviour.set((ex, body) -> {
+      sleep(3_000);
+      OutputStream out = startStream(ex);
+      sleep(3_000);
+      send(out, chunk("a", "[1]", "length"));
+      send(out, "data: [DONE]\n\n");
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofMillis(4_500)).build();
+    EngineResult r = new Pieces().run(e, request()).get(20, TimeUnit.SECONDS);
+    assertEquals("a", r.text());
+  }
+
+  @Test
   void theIdleBoundMustBePositive() {
     for (Duration d : new Duration[] {null, Duration.ZERO, Duration.ofMillis(-1)}) {
       IllegalArgumentException ex = assertThrows(IllegalArgumentException.class,
