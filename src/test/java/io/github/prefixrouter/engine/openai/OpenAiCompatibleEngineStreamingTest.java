@@ -1008,6 +1008,29 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
+  void aPlainAnswerToAStreamedRequestHasRequestTimeoutOnly() throws Exception {
+    // the idle bound is the event stream's: a plain JSON answer whose body pauses for twice as
+    // long (within requestTimeout) completes
+    byte[] answer = "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
+        .getBytes(StandardCharsets.UTF_8);
+    server.behaviour.set((ex, body) -> {
+      ex.getResponseHeaders().add("Content-Type", "application/json");
+      ex.sendResponseHeaders(200, answer.length);
+      OutputStream out = ex.getResponseBody();
+      out.write(answer, 0, 10);
+      out.flush();
+      sleep(4_000);
+      out.write(answer, 10, answer.length - 10);
+      out.flush();
+    });
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofSeconds(2)).build();
+    EngineResult r = new Pieces().run(e, request()).get(20, TimeUnit.SECONDS);
+    assertEquals("ab", r.text());
+    assertArrayEquals(new int[] {1, 2}, r.outputTokens());
+  }
+
+  @Test
   void theIdleBoundMustBePositive() {
     for (Duration d : new Duration[] {null, Duration.ZERO, Duration.ofMillis(-1)}) {
       IllegalArgumentException ex = assertThrows(IllegalArgumentException.class,
