@@ -108,6 +108,35 @@ class FullTableAdmissionTest {
   }
 
   /**
+   * A live member dropped to make room takes its replica with it: its blocks are no longer
+   * counted as held by anyone, least of all by the node that takes its slot.
+   */
+  @Test
+  void aDisplacedMembersReplicaGoesWithIt() {
+    SimCluster c = new SimCluster(19, config());
+    GossipEngine victim = c.add(0, 1, List.of());
+    PeerAddress relayer = new PeerAddress("relayer", "sim:relayer");
+    List<Update> relayed = new ArrayList<>();
+    for (int i = 0; i < MAX_PEERS; i++) {
+      relayed.add(new Update(new DigestEntry("relayed-" + i, 1, 1, 1, 0, 0, false),
+          "sim:relayed-" + i, 0, List.of(new Delta(1, Delta.STORE, new long[] {1000 + i}))));
+    }
+    victim.handle(relayer, new Ack2(1, relayed));
+    assertEquals(MAX_PEERS, victim.memberCount());
+    assertEquals(MAX_PEERS, victim.replicatedPairs(), "one block replicated per relayed member");
+    PeerAddress newcomer = new PeerAddress("newcomer", "sim:newcomer");
+    victim.handle(newcomer, new Ack2(1, List.of(new Update(
+        new DigestEntry("newcomer", 1, 0, 1, 0, 0, false), null, 0, List.of()))));
+    victim.checkInvariants();
+    assertEquals(1, victim.counter(GossipCounter.MEMBERS_DISPLACED));
+    assertEquals(GossipEngine.Status.ALIVE, victim.statusOf("newcomer"));
+    assertArrayEquals(new long[0], victim.replicaOf("newcomer"),
+        "the newcomer's replica, in the slot of the member it displaced");
+    assertEquals(MAX_PEERS - 1, victim.replicatedPairs(),
+        "pairs replicated once a member holding one block was displaced");
+  }
+
+  /**
    * Members heard from directly are never dropped: neither a relayed origin nor another origin
    * speaking for itself takes their place, and both are refused as before.
    */
