@@ -84,6 +84,19 @@ class NodeOptionsCheckTest {
         "--engine-stream-idle-ms needs --engine URL");
   }
 
+  /** The flag reaches the adapter the node builds, as --engine-request-timeout-ms does. */
+  @Test
+  void theStreamIdleBoundIsGivenToTheAdapter() throws Exception {
+    String url = "http://127.0.0.1:8000";
+    var b = node("--engine", url, "--engine-stream-idle-ms", "5000").openAiBuilder();
+    java.lang.reflect.Field f = b.getClass().getDeclaredField("streamIdleTimeout");
+    f.setAccessible(true);
+    assertEquals(java.time.Duration.ofSeconds(5), f.get(b));
+    var d = node("--engine", url).openAiBuilder();
+    assertEquals(io.github.prefixrouter.engine.openai.OpenAiCompatibleEngine
+        .DEFAULT_STREAM_IDLE_TIMEOUT, f.get(d));
+  }
+
   /**
    * The server's request timeout must end a request before the node's own limits do: at or
    * above {@code --engine-timeout-ms} the node's engine timeout cuts it first, and at or above
