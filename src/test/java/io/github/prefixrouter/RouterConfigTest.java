@@ -237,6 +237,13 @@ class RouterConfigTest {
    * and again (MembershipTest). At least twice the interval is required, and the message names
    * both values.
    */
+  /** The shortest gossip interval accepted is 1 ms, as documented: that one is accepted. */
+  @Test
+  void theGossipIntervalMayBeOneMillisecond() {
+    assertEquals(Duration.ofMillis(1),
+        RouterConfig.builder().gossip(Duration.ofMillis(1), 3).build().gossipInterval());
+  }
+
   @Test
   void peerSuspectAfterMustBeAtLeastTwiceTheGossipInterval() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
