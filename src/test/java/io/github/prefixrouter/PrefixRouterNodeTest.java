@@ -68,6 +68,20 @@ class PrefixRouterNodeTest {
     sim.runUntilIdle(10_000);
   }
 
+  /** A clock given is the node's clock, also with a scheduler that is a clock itself. */
+  @Test
+  void aClockGivenIsTheClockWhateverTheScheduler() {
+    sim.advanceBy(5_000_000_000L);
+    PrefixRouterNode a = PrefixRouterNode.builder().nodeId("a").transport(net.transport("a"))
+        .engine(engine(false)).scheduler(sim).clock(() -> sim.nanoTime() + 4_000_000_000L)
+        .random(new SplittableRandom(1)).build();
+    a.start();
+    assertEquals(9_000_001, a.stats().gossip().generation(),
+        "the generation is the given clock's reading in microseconds, plus 1");
+    a.stop();
+    sim.runUntilIdle(10_000);
+  }
+
   @Test
   void engineDrivenModeDemandedOfASilentEngineIsRejected() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
