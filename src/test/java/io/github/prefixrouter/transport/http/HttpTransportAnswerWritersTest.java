@@ -115,6 +115,15 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     fourth.cancel(true);
   }
 
+  /** Half the server threads, rounded down and at least one, write to one peer address. */
+  @Test
+  void halfTheServerThreadsAtMostWriteToOnePeerAddress() {
+    int[][] expected = {{1, 1}, {2, 1}, {3, 1}, {4, 2}, {5, 2}, {7, 3}, {32, 16}};
+    for (int[] e : expected) {
+      assertEquals(e[1], HttpTransport.writersPerPeer(e[0]), e[0] + " server threads");
+    }
+  }
+
   /** A loopback address other than 127.0.0.1, for a second peer address on this host. */
   static InetAddress otherLoopback() throws Exception {
     InetAddress other = InetAddress.getByName("127.0.0.2");
