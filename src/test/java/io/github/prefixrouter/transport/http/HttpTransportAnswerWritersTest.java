@@ -228,4 +228,48 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     Await.until(() -> a.answerLanes() == 0 && a.inboundSlotsHeld() == 0,
         "every answer written or dropped, its lane removed and its slot given back");
   }
+
+  /**
+   * close() while answers to one address wait in its lane behind one being written to a peer
+   * that reads nothing: once that write is cut at the I/O timeout (within close()'s wait), the
+   * closing transport writes the 503s waiting behind it to their connections, which read them,
+   * rather than closing those connections unanswered.
+   */
+  @Test
+  void closeWritesThe503sWaitingInALaneBehindAStalledWrite() throws Exception {
+    InetAddress stalled = otherLoopback();
+    Duration io = Duration.ofSeconds(3);
+    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io).build();
+    toClose.add(a);
+    a.start(bigForS);
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    stalledRequest(addr, stalled, 1);
+    Await.until(() -> a.answersBeingWrittenTo(stalled) == 1, "the big answer is being written");
+    List<Socket> held = new java.util.ArrayList<>();
+    for (int i = 2; i <= 3; i++) { // requests of "c" from the same address: never answered
+      Socket s = new Socket();
+      toClose.add(s);
+      s.bind(new InetSocketAddress(stalled, 0));
+      s.connect(addr);
+      s.getOutputStream().write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+          + "PR-Sender: c\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+          + "PR-Timestamp: 0\r\nPR-Nonce: n" + i + "\r\nContent-Length: 1\r\n\r\nx")
+          .getBytes(StandardCharsets.US_ASCII));
+      s.getOutputStream().flush();
+      held.add(s);
+    }
+    Await.until(() -> handled.size() == 3, "both requests of c are in the handler");
+    Thread.sleep(1_000); // close()'s wait ends well after the big write is cut
+    a.close();
+    for (Socket s : held) {
+      s.setSoTimeout(20_000);
+      String status = new java.io.BufferedReader(new java.io.InputStreamReader(
+          s.getInputStream(), StandardCharsets.US_ASCII)).readLine();
+      assertTrue(status != null && status.startsWith("HTTP/1.1 503"),
+          "the answer to a request waiting in the lane at close: " + status);
+    }
+    assertEquals(0, a.answerLanes());
+    assertEquals(0, a.inboundSlotsHeld());
+  }
 }
