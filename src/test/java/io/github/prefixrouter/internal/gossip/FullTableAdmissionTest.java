@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.prefixrouter.internal.gossip.GossipMessage.Ack2;
 import io.github.prefixrouter.internal.gossip.GossipMessage.DigestEntry;
+import io.github.prefixrouter.internal.gossip.GossipMessage.SnapshotChunk;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Syn;
 import io.github.prefixrouter.internal.gossip.GossipMessage.Update;
 import io.github.prefixrouter.spi.PeerAddress;
@@ -134,6 +135,35 @@ class FullTableAdmissionTest {
         "the newcomer's replica, in the slot of the member it displaced");
     assertEquals(MAX_PEERS - 1, victim.replicatedPairs(),
         "pairs replicated once a member holding one block was displaced");
+  }
+
+  /**
+   * A live member dropped to make room while a snapshot of it was arriving takes the snapshot
+   * with it: the blocks it held of the pending snapshots' budget are given back.
+   */
+  @Test
+  void aDisplacedMembersPendingSnapshotGoesWithIt() {
+    SimCluster c = new SimCluster(23, config());
+    GossipEngine victim = c.add(0, 1, List.of());
+    PeerAddress relayer = new PeerAddress("relayer", "sim:relayer");
+    List<Update> relayed = new ArrayList<>();
+    for (int i = 0; i < MAX_PEERS; i++) {
+      relayed.add(new Update(new DigestEntry("relayed-" + i, 1, 1, 1, 0, 0, false),
+          "sim:relayed-" + i, 0, List.of(new Delta(1, Delta.STORE, new long[] {1000 + i}))));
+    }
+    victim.handle(relayer, new Ack2(1, relayed));
+    for (int i = 0; i < MAX_PEERS; i++) { // the first of two chunks of a newer snapshot of each
+      victim.handle(relayer, new SnapshotChunk("relayed-" + i, 1, 5, 2, 0, 2, new long[] {1},
+          new long[] {2000 + i}));
+    }
+    victim.checkInvariants();
+    PeerAddress newcomer = new PeerAddress("newcomer", "sim:newcomer");
+    victim.handle(newcomer, new Ack2(1, List.of(new Update(
+        new DigestEntry("newcomer", 1, 0, 1, 0, 0, false), null, 0, List.of()))));
+    assertEquals(1, victim.counter(GossipCounter.MEMBERS_DISPLACED));
+    assertEquals(1, victim.counter(GossipCounter.SNAPSHOTS_ABANDONED),
+        "the displaced member's pending snapshot");
+    victim.checkInvariants();
   }
 
   /**
