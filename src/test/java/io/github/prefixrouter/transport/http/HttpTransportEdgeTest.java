@@ -1099,6 +1099,44 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * An answer the server threads' executor does not take gives its place in its peer address's
+   * lane back: with two server threads (one writer per address), the next answer to the same
+   * address is written, and no lane is left behind.
+   */
+  @Test
+  void anAnswerThatCannotBeHandedOnGivesItsPlaceInItsLaneBack() throws Exception {
+    HttpTransport a = start(node("a").serverThreads(2), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b").messageTimeout(Duration.ofSeconds(60)),
+        new HttpTransportTest.Recorder());
+    PeerAddress at = a.localAddress();
+    java.util.concurrent.ThreadPoolExecutor noThread = new java.util.concurrent.ThreadPoolExecutor(
+        1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
+      @Override
+      public void execute(Runnable task) {
+        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+      }
+    };
+    Object real = swapField(a, "serverExecutor", noThread);
+    try {
+      CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
+          Duration.ofSeconds(60));
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> f.get(20, TimeUnit.SECONDS));
+      assertTrue(e.getCause() instanceof TransportException te
+          && te.kind() == TransportException.Kind.UNREACHABLE, e.getCause().toString());
+    } finally {
+      swapField(a, "serverExecutor", real);
+      noThread.shutdownNow();
+    }
+    assertEquals(0, a.answerLanes(), "lanes left once the answer that was not taken ended");
+    assertEquals(0, a.inboundSlotsHeld());
+    CompletableFuture<byte[]> after =
+        b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
+    assertEquals("echo b after",
+        new String(after.get(20, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+  }
+
+  /**
    * An {@link Error} thrown as an answer is written (the heap running out as its headers are
    * sent), on a server thread (a request's answer) or a reader thread (a message's 204), is this
    * node's failure: the exchange is closed, so its sender fails at once, the failure is counted
