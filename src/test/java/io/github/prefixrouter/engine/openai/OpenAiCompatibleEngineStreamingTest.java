@@ -899,25 +899,35 @@ class OpenAiCompatibleEngineStreamingTest {
   @Test
   void aStreamThatGoesSilentFailsRetryablyAtItsIdleBoundLongBeforeRequestTimeout() throws Exception {
     // a server that opens the stream, sends a piece and then nothing (neither a chunk nor the
-    // end of the body) used to hold the request, its slot and its client to requestTimeout
+    // end of the body) does not hold the request, its slot and its client to requestTimeout
     server.behaviour.set((ex, body) -> {
       OutputStream out = startStream(ex);
       send(out, chunk("a", "[1]", null));
       server.awaitRelease(); // and nothing more
     });
-    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
-        .streamIdleTimeout(Duration.ofSeconds(2)).build();
     Pieces pieces = new Pieces();
+    failsAtIdleBound(2_000, pieces);
+    assertEquals(List.of("a"), pieces.texts);
+    assertFalse(pieces.late);
+  }
+
+  /**
+   * Runs a request with a {@code streamIdleTimeout} of {@code boundMillis} and a
+   * {@code requestTimeout} far above it against the server's behaviour, and checks that it fails
+   * at the bound: a retryable {@link EngineException} that is no timeout and names the bound,
+   * with the engine's load back to 0.
+   */
+  private void failsAtIdleBound(long boundMillis, Pieces pieces) throws Exception {
+    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
+        .streamIdleTimeout(Duration.ofMillis(boundMillis)).build();
     CompletableFuture<EngineResult> f = pieces.run(e, request());
     ExecutionException thrown =
         assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
     EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
     assertFalse(err instanceof EngineTimeoutException, err::toString);
     assertTrue(err.retryable(), err::toString);
-    assertTrue(err.getMessage().contains("nothing for 2000 ms (streamIdleTimeout)"),
-        err.getMessage());
-    assertEquals(List.of("a"), pieces.texts);
-    assertFalse(pieces.late);
+    assertTrue(err.getMessage().contains(
+        "nothing for " + boundMillis + " ms (streamIdleTimeout)"), err.getMessage());
     assertEquals(0, e.load().total());
   }
 
@@ -927,17 +937,9 @@ class OpenAiCompatibleEngineStreamingTest {
       startStream(ex);
       server.awaitRelease(); // no chunk, no end
     });
-    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
-        .streamIdleTimeout(Duration.ofMillis(300)).build();
     Pieces pieces = new Pieces();
-    CompletableFuture<EngineResult> f = pieces.run(e, request());
-    ExecutionException thrown =
-        assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
-    EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
-    assertTrue(err.retryable(), err::toString);
-    assertTrue(err.getMessage().contains("(streamIdleTimeout)"), err.getMessage());
+    failsAtIdleBound(300, pieces);
     assertTrue(pieces.texts.isEmpty());
-    assertEquals(0, e.load().total());
   }
 
   @Test
@@ -975,19 +977,9 @@ class OpenAiCompatibleEngineStreamingTest {
     // the bound runs from the request's sending: a server that takes the request and answers
     // nothing, not even its headers, fails it as one silent mid-stream does
     server.behaviour.set((ex, body) -> server.awaitRelease());
-    OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
-        .streamIdleTimeout(Duration.ofMillis(300)).build();
     Pieces pieces = new Pieces();
-    CompletableFuture<EngineResult> f = pieces.run(e, request());
-    ExecutionException thrown =
-        assertThrows(ExecutionException.class, () -> f.get(20, TimeUnit.SECONDS));
-    EngineException err = assertInstanceOf(EngineException.class, thrown.getCause());
-    assertFalse(err instanceof EngineTimeoutException, err::toString);
-    assertTrue(err.retryable(), err::toString);
-    assertTrue(err.getMessage().contains("nothing for 300 ms (streamIdleTimeout)"),
-        err.getMessage());
+    failsAtIdleBound(300, pieces);
     assertTrue(pieces.texts.isEmpty());
-    assertEquals(0, e.load().total());
   }
 
   @Test
