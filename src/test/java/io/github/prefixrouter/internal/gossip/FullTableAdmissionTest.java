@@ -108,21 +108,32 @@ class FullTableAdmissionTest {
     assertEquals(1, victim.view().peers().size());
   }
 
+  static final PeerAddress RELAYER = new PeerAddress("relayer", "sim:relayer");
+
+  /**
+   * A node (of a cluster seeded with {@code seed}) whose table is full of members relayed by
+   * {@link #RELAYER}, {@code relayed-0} to {@code relayed-(MAX_PEERS - 1)}, each holding one
+   * block ({@code 1000 + i}) at version 1.
+   */
+  static GossipEngine fullOfRelayedMembers(long seed) {
+    SimCluster c = new SimCluster(seed, config());
+    GossipEngine victim = c.add(0, 1, List.of());
+    List<Update> relayed = new ArrayList<>();
+    for (int i = 0; i < MAX_PEERS; i++) {
+      relayed.add(new Update(new DigestEntry("relayed-" + i, 1, 1, 1, 0, 0, false),
+          "sim:relayed-" + i, 0, List.of(new Delta(1, Delta.STORE, new long[] {1000 + i}))));
+    }
+    victim.handle(RELAYER, new Ack2(1, relayed));
+    return victim;
+  }
+
   /**
    * A live member dropped to make room takes its replica with it: its blocks are no longer
    * counted as held by anyone, least of all by the node that takes its slot.
    */
   @Test
   void aDisplacedMembersReplicaGoesWithIt() {
-    SimCluster c = new SimCluster(19, config());
-    GossipEngine victim = c.add(0, 1, List.of());
-    PeerAddress relayer = new PeerAddress("relayer", "sim:relayer");
-    List<Update> relayed = new ArrayList<>();
-    for (int i = 0; i < MAX_PEERS; i++) {
-      relayed.add(new Update(new DigestEntry("relayed-" + i, 1, 1, 1, 0, 0, false),
-          "sim:relayed-" + i, 0, List.of(new Delta(1, Delta.STORE, new long[] {1000 + i}))));
-    }
-    victim.handle(relayer, new Ack2(1, relayed));
+    GossipEngine victim = fullOfRelayedMembers(19);
     assertEquals(MAX_PEERS, victim.memberCount());
     assertEquals(MAX_PEERS, victim.replicatedPairs(), "one block replicated per relayed member");
     PeerAddress newcomer = new PeerAddress("newcomer", "sim:newcomer");
@@ -143,17 +154,9 @@ class FullTableAdmissionTest {
    */
   @Test
   void aDisplacedMembersPendingSnapshotGoesWithIt() {
-    SimCluster c = new SimCluster(23, config());
-    GossipEngine victim = c.add(0, 1, List.of());
-    PeerAddress relayer = new PeerAddress("relayer", "sim:relayer");
-    List<Update> relayed = new ArrayList<>();
-    for (int i = 0; i < MAX_PEERS; i++) {
-      relayed.add(new Update(new DigestEntry("relayed-" + i, 1, 1, 1, 0, 0, false),
-          "sim:relayed-" + i, 0, List.of(new Delta(1, Delta.STORE, new long[] {1000 + i}))));
-    }
-    victim.handle(relayer, new Ack2(1, relayed));
+    GossipEngine victim = fullOfRelayedMembers(23);
     for (int i = 0; i < MAX_PEERS; i++) { // the first of two chunks of a newer snapshot of each
-      victim.handle(relayer, new SnapshotChunk("relayed-" + i, 1, 5, 2, 0, 2, new long[] {1},
+      victim.handle(RELAYER, new SnapshotChunk("relayed-" + i, 1, 5, 2, 0, 2, new long[] {1},
           new long[] {2000 + i}));
     }
     victim.checkInvariants();
