@@ -1044,13 +1044,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       HttpTransport b = start(node("b" + i).messageTimeout(Duration.ofSeconds(60)),
           new HttpTransportTest.Recorder());
       PeerAddress at = a.localAddress();
-      java.util.concurrent.ThreadPoolExecutor noThread = new java.util.concurrent.ThreadPoolExecutor(
-          1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
-        @Override
-        public void execute(Runnable task) {
-          throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
-        }
-      };
+      java.util.concurrent.ThreadPoolExecutor noThread = executorThatStartsNoThread();
       Object real = swapField(a, "serverExecutor", noThread);
       try {
         CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
@@ -1099,6 +1093,20 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
   }
 
   /**
+   * An executor that takes no task: each {@code execute} fails as a JVM out of native threads
+   * does, with an {@link OutOfMemoryError}.
+   */
+  static java.util.concurrent.ThreadPoolExecutor executorThatStartsNoThread() {
+    return new java.util.concurrent.ThreadPoolExecutor(
+        1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
+      @Override
+      public void execute(Runnable task) {
+        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+      }
+    };
+  }
+
+  /**
    * An answer the server threads' executor does not take gives its place in its peer address's
    * lane back: with two server threads (one writer per address), the next answer to the same
    * address is written, and no lane is left behind.
@@ -1109,13 +1117,7 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
     HttpTransport b = start(node("b").messageTimeout(Duration.ofSeconds(60)),
         new HttpTransportTest.Recorder());
     PeerAddress at = a.localAddress();
-    java.util.concurrent.ThreadPoolExecutor noThread = new java.util.concurrent.ThreadPoolExecutor(
-        1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
-      @Override
-      public void execute(Runnable task) {
-        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
-      }
-    };
+    java.util.concurrent.ThreadPoolExecutor noThread = executorThatStartsNoThread();
     Object real = swapField(a, "serverExecutor", noThread);
     try {
       CompletableFuture<byte[]> f = b.request(at, "r".getBytes(StandardCharsets.UTF_8),
