@@ -987,7 +987,7 @@ public final class RouterNode implements PrefixRouterNode {
     // after a closed transport no peer can be reached; after a forward too large for the link,
     // the other peers' links have the same limit
     boolean retry = !ex.fromPeer
-        && (!(t instanceof EngineException) || t instanceof EngineException ee && ee.retryable())
+        && (!(t instanceof EngineException ee) || ee.retryable())
         && config.policy() != RoutingPolicy.LOCAL_ONLY && ex.hops < config.hopLimit()
         && ex.lastCause != FallbackCause.TRANSPORT_CLOSED
         && ex.lastCause != FallbackCause.TOO_LARGE;
