@@ -202,10 +202,8 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
   void closeWhileAnswersWaitInALaneGivesEverySlotBack() throws Exception {
     InetAddress stalled = otherLoopback();
     Duration io = Duration.ofSeconds(5);
-    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io).build();
-    toClose.add(a);
-    a.start(bigForS);
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io), bigForS);
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
     InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
@@ -239,10 +237,8 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
   void closeWritesThe503sWaitingInALaneBehindAStalledWrite() throws Exception {
     InetAddress stalled = otherLoopback();
     Duration io = Duration.ofSeconds(3);
-    HttpTransport a = HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io).build();
-    toClose.add(a);
-    a.start(bigForS);
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io), bigForS);
     InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
     stalledRequest(addr, stalled, 1);
     Await.until(() -> a.answersBeingWrittenTo(stalled) == 1, "the big answer is being written");
