@@ -48,7 +48,7 @@ import org.slf4j.LoggerFactory;
  *       Arrays#mismatch(int[], int, int, int[], int, int)}, which the JIT vectorizes, and takes
  *       the next position from {@code end}, so the next lookup does not wait for the edge
  *       array. (Edges packed to 2.125 bytes per token, 16 low bits plus one bit per id, were
- *       measured: they cut memory per token by 35 to 47% but made the match 2 to 6 times
+ *       measured: they cut memory per token by 33 to 47% but made the match 2 to 6 times
  *       slower, since a comparison of chars with ints is scalar. One {@code int[]} record per
  *       node holding its children and edge, walked without node objects, was measured too:
  *       no faster, since the upper levels of a path stay cached; see docs/tree.md.)
