@@ -16,8 +16,11 @@ import org.slf4j.LoggerFactory;
  * that peer as STREAM messages ({@link Transport#send}, best effort), tagged with the tag of the
  * peer's attempt. The first piece goes at once; later pieces are gathered and sent at most once
  * per {@code interval} (timed by the node's scheduler), so an engine that streams token by token
- * does not cost a message per token. What is still gathered when the request completes is not
- * sent: the final answer carries the whole output. Never throws.
+ * does not cost a message per token. A text that ends in the first half of a UTF-16 surrogate
+ * pair (an engine's piece may end inside a character) keeps that half for a later message, with
+ * its second half: a STREAM's text is UTF-8, which cannot carry half a pair. What is still
+ * gathered when the request completes is not sent: the final answer carries the whole output.
+ * Never throws.
  *
  * <p>A duplicate FORWARD of the request from the same peer that joins it with another tag
  * (the peer sent it again, as a new attempt or for another execution of the same request) adds
@@ -174,14 +177,19 @@ final class StreamSender implements OutputListener {
 
   private List<byte[]> takePending(long now) {
     List<byte[]> out = new ArrayList<>(1);
-    if (pendingTokens.length == 0 && pendingText.length() == 0) {
+    int nc = pendingText.length();
+    if (nc > 0 && Character.isHighSurrogate(pendingText.charAt(nc - 1))) {
+      nc--; // UTF-8 cannot carry half a pair: it waits for its second half, in a later piece
+    }
+    if (pendingTokens.length == 0 && nc == 0) {
       return out;
     }
-    chunks(tags, tagCount, pendingTokens, sentTokens, pendingText.toString(), sentChars, out);
+    chunks(tags, tagCount, pendingTokens, sentTokens, pendingText.substring(0, nc), sentChars,
+        out);
     sentTokens += pendingTokens.length;
-    sentChars += pendingText.length();
+    sentChars += nc;
     pendingTokens = new int[0];
-    pendingText.setLength(0);
+    pendingText.delete(0, nc);
     sentFirst = true;
     lastSentAt = now;
     messages += out.size();

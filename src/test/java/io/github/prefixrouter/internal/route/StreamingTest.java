@@ -798,4 +798,69 @@ class StreamingTest {
     assertTrue(rec.clean(), rec.toString());
     assertEquals("", rec.text.toString());
   }
+
+  /**
+   * An engine may end a piece's text with the first half of a UTF-16 surrogate pair (the
+   * listener's contract allows it; the second half comes with the next piece): the STREAM
+   * messages of a serving peer carry UTF-8, which cannot encode half a pair, so the half waits
+   * for the next message there. The client gets the text itself, whole, and no divergence.
+   */
+  @Test
+  void aPieceEndingInHalfASurrogatePairStreamsWholeFromThePeer() {
+    for (Duration interval : new Duration[] {Duration.ZERO, Duration.ofMillis(7)}) {
+      OracleCluster.Hooks h = new OracleCluster.Hooks();
+      h.engineWrap = SplitPairs::new;
+      OracleCluster c = new OracleCluster(2, forwarding(interval), 1, h)
+          .rtt(Duration.ofMillis(1)).start();
+      c.warm("n1", concat(PREFIX, prompt(9, 40)));
+      InferenceRequest r = generating("r1", 1, 40);
+      StreamRecorder rec = recorder(c, r);
+      CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+      runUntilDone(c, f);
+      InferenceResponse resp = f.join();
+      assertTrue(resp.forwarded(), "interval " + interval);
+      assertEquals(SplitPairs.text(40), resp.result().text(), "interval " + interval);
+      assertEquals(SplitPairs.text(40), rec.text.toString(), "interval " + interval);
+      assertTrue(rec.clean(), rec.toString());
+      assertTrue(rec.pieces.size() > 1, rec.toString());
+      assertEquals(0, c.node("n0").outputDivergences());
+    }
+  }
+
+  /**
+   * An engine whose text is one emoji (two UTF-16 chars) per token and whose pieces each end
+   * in the middle of one: a piece of tokens {@code s..e} carries the text's chars up to
+   * {@code 2e - 1}, and the result the whole text.
+   */
+  static final class SplitPairs extends ForwardingEngine {
+    private final InferenceEngine engine;
+
+    SplitPairs(InferenceEngine e) {
+      super(e);
+      this.engine = e;
+    }
+
+    static String text(int tokens) {
+      return "\uD83D\uDE00".repeat(tokens);
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r, OutputListener l) {
+      int[] given = new int[1];
+      int[] chars = new int[1];
+      return engine.execute(r, (tokens, text) -> {
+        given[0] += tokens.length;
+        int end = Math.max(chars[0], 2 * given[0] - 1);
+        String piece = text(given[0]).substring(chars[0], end);
+        chars[0] = end;
+        l.onOutput(tokens, piece);
+      }).thenApply(res -> new EngineResult(res.outputTokens(), text(res.outputTokens().length),
+          res.promptTokens(), res.cachedPromptTokens(), res.prefillNanos(), res.decodeNanos()));
+    }
+
+    @Override
+    public CompletableFuture<EngineResult> execute(InferenceRequest r) {
+      return execute(r, OutputListener.IGNORE);
+    }
+  }
 }
