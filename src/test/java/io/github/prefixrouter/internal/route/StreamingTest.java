@@ -204,6 +204,48 @@ class StreamingTest {
     assertTrue(rec.clean(), rec.toString());
   }
 
+  /**
+   * A streamed forward's tag leads STREAM messages to the execution only while that attempt is
+   * awaited: an attempt that fell back to another peer, one abandoned by the client's cancel,
+   * and the one that answered leave nothing registered behind them.
+   */
+  @Test
+  void noStreamTagOutlivesItsAttempt() {
+    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
+        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    OracleCluster c = new OracleCluster(3, cfg, 1).rtt(Duration.ofMillis(1)).start();
+    c.warm("n1", concat(PREFIX, prompt(9, 40)));
+    c.warm("n2", concat(PREFIX, prompt(9, 40)));
+    long n1Before = c.engine("n1").stats().requests();
+    InferenceRequest r = generating("r1", 1, 60);
+    StreamRecorder rec = recorder(c, r);
+    CompletableFuture<InferenceResponse> f = submit(c, "n0", r, rec);
+    c.sim.advanceBy(100 * MS);
+    assertTrue(rec.tokens().length >= 8, "streamed " + rec);
+    String first = c.engine("n1").stats().requests() > n1Before ? "n1" : "n2";
+    String second = first.equals("n1") ? "n2" : "n1";
+    c.crash(first); // mid-stream: the other peer serves it, streaming from offset 0 again
+    runUntilDone(c, f);
+    InferenceResponse resp = f.join();
+    assertEquals(second, resp.servedBy());
+    assertArrayEquals(expected(r), rec.tokens(), "repeats or gaps in " + rec);
+    assertTrue(rec.clean(), rec.toString());
+    assertEquals(0, c.node("n0").streamTagOf("r1"), "a tag left registered after the answer");
+
+    // abandoned by its client mid-stream
+    InferenceRequest r2 = generating("r2", 2, 60);
+    StreamRecorder rec2 = recorder(c, r2);
+    CompletableFuture<InferenceResponse> f2 = submit(c, "n0", r2, rec2);
+    c.sim.advanceBy(100 * MS);
+    assertTrue(rec2.tokens().length >= 8, "streamed " + rec2);
+    assertTrue(c.node("n0").streamTagOf("r2") != 0);
+    f2.cancel(false);
+    c.sim.runUntilIdle(1_000_000);
+    assertEquals(0, c.node("n0").streamTagOf("r2"), "a tag left registered after the cancel");
+    assertEquals(0, c.node("n0").stats().inFlight());
+  }
+
   @Test
   void aRequestWithStopsFallsBackMidStreamToTheSameCutOutput() {
     RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
