@@ -22,7 +22,9 @@ package io.github.prefixrouter.spi;
  * is accepted. The library's engines given a clock of their own
  * ({@link io.github.prefixrouter.engine.reference.ReferenceEngine.Builder#clock},
  * {@link io.github.prefixrouter.testing.SimulatedEngine.Builder#clock}) read it alike, and an
- * {@link io.github.prefixrouter.testing.InMemoryNetwork} never reads the clock it is given.
+ * {@link io.github.prefixrouter.testing.InMemoryNetwork} reads the clock it is given only to
+ * bound its warnings of another node at an address, a reading that throws counting as the
+ * latest good one.
  */
 @FunctionalInterface
 public interface Clock {

@@ -2,6 +2,7 @@ package io.github.prefixrouter.testing;
 
 import com.google.common.math.LongMath;
 import io.github.prefixrouter.internal.Durations;
+import io.github.prefixrouter.internal.RecentWarnings;
 import io.github.prefixrouter.spi.Clock;
 import io.github.prefixrouter.spi.PeerAddress;
 import io.github.prefixrouter.spi.Scheduler;
@@ -17,6 +18,8 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BooleanSupplier;
 import java.util.random.RandomGenerator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * An in-process network of {@link Transport}s for tests and simulations, on an injected clock
@@ -37,7 +40,13 @@ import java.util.random.RandomGenerator;
  *       started, fails with {@code UNREACHABLE} after a round trip, like a refused connection:
  *       the request crosses the link there, and the refusal comes back over the reverse link,
  *       each with its link's delay and faults (a refusal lost on the way back is a
- *       {@code TIMEOUT}). A request to a {@link #crash crashed} node, or lost on the way, simply
+ *       {@code TIMEOUT}). So is a request to an address where another node's open, started
+ *       transport is (a seed or peer list with the wrong id), its refusal naming both ids, and
+ *       a message sent there is dropped; either way the sender logs a warning naming both ids,
+ *       as the HTTP transport does: once per address and id (each transport remembers the
+ *       1,024 pairs seen most recently, and one forgotten warns again), at most 10 such
+ *       warnings a minute of the network's clock, the next one logged saying how many were
+ *       left out. A request to a {@link #crash crashed} node, or lost on the way, simply
  *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request (a fault the
  *       {@link Transport} contract rules out, which the node copes with) runs the handler
  *       twice; the requester keeps the first answer, and the second counts as dropped, as does
@@ -55,6 +64,16 @@ import java.util.random.RandomGenerator;
  * simulation). Arguments must not be null.
  */
 public final class InMemoryNetwork {
+
+  private static final Logger LOG = LoggerFactory.getLogger(InMemoryNetwork.class);
+
+  /**
+   * Address and id pairs remembered by each transport for its warning of another node at an
+   * address, as the HTTP transport remembers them.
+   */
+  private static final int MAX_WRONG_IDS = 1024;
+  /** Warnings of another node at an address each transport logs a minute at most. */
+  private static final int WARNINGS_PER_MINUTE = 10;
 
   /**
    * Settings of a directed link. Delay and jitter together must be less than a long of
@@ -174,6 +193,8 @@ public final class InMemoryNetwork {
   private long delivered;
   private long dropped;
   private long bytes;
+  /** The latest good reading of {@link #clockMillis}. */
+  private volatile long latestMillis;
 
   /**
    * A network on any clock and scheduler.
@@ -438,10 +459,39 @@ public final class InMemoryNetwork {
     return t;
   }
 
+  /**
+   * The id of the node whose open, started transport is at {@code to}'s address if it is not
+   * {@code to}'s node, else null: the node there refuses what is addressed to another.
+   */
+  private synchronized String otherNodeAt(PeerAddress to) {
+    MemoryTransport t = byAddress.get(to.address());
+    if (t == null || t.closed || t.handler == null || t.address.nodeId().equals(to.nodeId())) {
+      return null;
+    }
+    return t.address.nodeId();
+  }
+
+  /**
+   * The network's clock in milliseconds, for the bound on warnings; a reading that throws
+   * gives the latest good one (0 before any).
+   */
+  private long clockMillis() {
+    try {
+      long now = Math.floorDiv(clock.nanoTime(), 1_000_000L);
+      latestMillis = now;
+      return now;
+    } catch (Throwable e) { // a clock shut down, a host's bug: no warning is worth a delivery
+      return latestMillis;
+    }
+  }
+
   private final class MemoryTransport implements Transport {
     final PeerAddress address;
     volatile InboundHandler handler;
     volatile boolean closed;
+    /** "address expected-id" to the id of the node found there (warned once each). */
+    private final RecentWarnings otherNodes =
+        new RecentWarnings(MAX_WRONG_IDS, WARNINGS_PER_MINUTE);
     private final Map<Long, Pending> pending = new HashMap<>();
     private long nextId;
 
@@ -478,6 +528,9 @@ public final class InMemoryNetwork {
       byte[] copy = payload.clone();
       transmit(address.nodeId(), to.nodeId(), copy.length, () -> {
         MemoryTransport dest = lookup(to);
+        if (dest == null) {
+          noteOtherNode(to);
+        }
         return dest != null && dest.deliverMessage(address, copy);
       });
     }
@@ -546,8 +599,11 @@ public final class InMemoryNetwork {
         MemoryTransport dest = lookup(to);
         if (dest == null || dest.closed || dest.handler == null) {
           // connection refused: the refusal travels back over the reverse link
+          String other = dest == null ? noteOtherNode(to) : null;
           transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
-              TransportException.Kind.UNREACHABLE, "nobody listens at " + to)));
+              TransportException.Kind.UNREACHABLE, other != null
+                  ? "the node at " + to.address() + " is " + other + ", not " + to.nodeId()
+                  : "nobody listens at " + to)));
           return false;
         }
         CompletableFuture<byte[]> answer;
@@ -584,6 +640,29 @@ public final class InMemoryNetwork {
         });
         return true;
       });
+    }
+
+    /**
+     * If another node's transport listens at {@code to}'s address (a seed or peer list with the
+     * wrong id: everything sent to it is refused), logs a warning naming both ids, once per
+     * address and id, at most {@link #WARNINGS_PER_MINUTE} a minute, as the HTTP transport
+     * does.
+     *
+     * @return the id of the node there, or null if none other listens there
+     */
+    private String noteOtherNode(PeerAddress to) {
+      String other = otherNodeAt(to);
+      if (other == null) {
+        return null;
+      }
+      long leftOut = otherNodes.admit(to.address() + " " + to.nodeId(), other, clockMillis());
+      if (leftOut >= 0) {
+        LOG.warn("{}: the node at {} is {}, not {}; messages to {} are refused there (check the "
+            + "seeds or peer list){}", address.nodeId(), to.address(), other, to.nodeId(),
+            to.nodeId(), leftOut == 0 ? "" : " (" + leftOut + " more such warnings left out "
+            + "before this one, above " + WARNINGS_PER_MINUTE + " a minute)");
+      }
+      return other;
     }
 
     /** Hands a message to the handler; false if this transport is closed or not started. */
