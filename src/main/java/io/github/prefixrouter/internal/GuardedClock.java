@@ -2,7 +2,6 @@ package io.github.prefixrouter.internal;
 
 import io.github.prefixrouter.spi.Clock;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -19,8 +18,8 @@ import org.slf4j.LoggerFactory;
  * <p>A component given a clock of its own reads it through a guard of its own, made as the
  * component is built ({@link #of}), which takes the first reading: a clock that throws then
  * fails the build, before anything is accepted. The first failure after that is logged at ERROR
- * with its stack trace, later ones at WARN when their count reaches a power of two; all are
- * counted ({@link #failures}).
+ * with its stack trace, later ones at WARN when their count reaches a power of two
+ * ({@link DoublingLog}); all are counted ({@link #failures}).
  *
  * <p>The latest good reading is the latest in the clock's own order, compared as a difference
  * of readings (a reading may pass {@link Long#MAX_VALUE} and go on from {@link Long#MIN_VALUE}):
@@ -45,7 +44,7 @@ public final class GuardedClock implements Clock {
    * with the array's length, which every reading reads.
    */
   private final AtomicLongArray latest;
-  private final AtomicLong failures = new AtomicLong();
+  private final DoublingLog failures = new DoublingLog();
 
   /** Longs from one slot to the next. */
   private static final int PAD = 16;
@@ -119,11 +118,11 @@ public final class GuardedClock implements Clock {
 
   /** A reading threw {@code e}: counted, logged (rarely), and the latest good reading stands. */
   private long failed(Throwable e) {
-    long n = failures.incrementAndGet();
+    long n = failures.failed(); // 0 unless logged
     if (n == 1) {
       LOG.error("{}: its clock threw; it reads the latest good reading instead until the"
           + " clock reads again", reader, e);
-    } else if ((n & (n - 1)) == 0) {
+    } else if (n > 1) {
       LOG.warn("{}: its clock has thrown {} times, the latest: {}", reader, n,
           String.valueOf(e));
     }
@@ -136,6 +135,6 @@ public final class GuardedClock implements Clock {
    * @return the count
    */
   public long failures() {
-    return failures.get();
+    return failures.count();
   }
 }

@@ -1,8 +1,8 @@
 package io.github.prefixrouter.internal.route;
 
+import io.github.prefixrouter.internal.DoublingLog;
 import io.github.prefixrouter.spi.EngineLoad;
 import io.github.prefixrouter.spi.InferenceEngine;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntSupplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -23,8 +23,8 @@ import org.slf4j.LoggerFactory;
  * EngineLoad#IDLE}: every run outstanding counts as queued.
  *
  * <p>Every failure is counted ({@link #failures}); the first is logged at ERROR with what was
- * thrown, later ones at WARN when their count reaches a power of two (as {@code GuardedClock}
- * logs its clock's), so a load that fails at every call does not fill the log. Thread-safe;
+ * thrown, later ones at WARN when their count reaches a power of two ({@link DoublingLog}, as
+ * {@code GuardedClock} logs its clock's), so a load that fails at every call does not fill the log. Thread-safe;
  * a good reading costs one volatile write.
  */
 final class EngineLoadGuard {
@@ -39,7 +39,7 @@ final class EngineLoadGuard {
   private record Reading(EngineLoad load, int outstanding) {}
 
   private volatile Reading last = new Reading(EngineLoad.IDLE, 0);
-  private final AtomicLong failures = new AtomicLong();
+  private final DoublingLog failures = new DoublingLog();
 
   /**
    * @param nodeId the node, for the log
@@ -69,14 +69,14 @@ final class EngineLoadGuard {
 
   /** A reading failed with {@code e} (null: it was null): counted, logged rarely, estimated. */
   private EngineLoad failed(Throwable e) {
-    long n = failures.incrementAndGet();
+    long n = failures.failed(); // 0 unless logged
     Reading r = last;
     EngineLoad l = r.load();
     if (n == 1) {
       LOG.error("node {}: its engine's load() {}; the node reads the last good load, {}, its"
           + " queue raised to the runs it has outstanding on the engine, until load() answers"
           + " again", nodeId, e == null ? "returned null" : "threw", l, e);
-    } else if ((n & (n - 1)) == 0) {
+    } else if (n > 1) {
       LOG.warn("node {}: its engine's load() has failed {} times, the latest: {}", nodeId, n,
           e == null ? "it returned null" : String.valueOf(e));
     }
@@ -91,6 +91,6 @@ final class EngineLoadGuard {
 
   /** How many readings of the engine's load failed since the node was built. */
   long failures() {
-    return failures.get();
+    return failures.count();
   }
 }

@@ -18,6 +18,7 @@ import io.github.prefixrouter.RouterConfig;
 import io.github.prefixrouter.RoutingPolicy;
 import io.github.prefixrouter.internal.AnswerBudgetException;
 import io.github.prefixrouter.internal.CountedFailureLog;
+import io.github.prefixrouter.internal.DoublingLog;
 import io.github.prefixrouter.internal.EngineInFlightLimitException;
 import io.github.prefixrouter.internal.GuardedClock;
 import io.github.prefixrouter.internal.InFlightLimitException;
@@ -209,7 +210,7 @@ public final class RouterNode implements PrefixRouterNode {
    * Runs of the local engine that failed with something that is not an {@link EngineException}
    * (a contract violation: {@link #engineBroke}).
    */
-  private final AtomicLong engineContractFailures = new AtomicLong();
+  private final DoublingLog engineContractFailures = new DoublingLog();
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -1016,18 +1017,18 @@ public final class RouterNode implements PrefixRouterNode {
    * {@link EngineException}: the engine breaks its contract (a bug of the host's engine, or an
    * adapter that lets its HTTP client's {@code IOException} through). Counted; the first is
    * logged with what was thrown (at ERROR for an {@link Error}, else at WARN), later ones at
-   * WARN when their count reaches a power of two (as {@link EngineLoadGuard} logs a failing
-   * load), so an engine that fails so at every run does not fill the log.
+   * WARN when their count reaches a power of two ({@link DoublingLog}, as {@link EngineLoadGuard}
+   * logs a failing load), so an engine that fails so at every run does not fill the log.
    */
   private void engineBroke(String id, Throwable thrown) {
-    long n = engineContractFailures.incrementAndGet();
+    long n = engineContractFailures.failed(); // 0 unless logged
     if (n == 1) {
       CountedFailureLog.log(LOG, thrown, "node {}: its engine"
           + " failed request {} with {}, which is not an EngineException as InferenceEngine's"
           + " contract requires; the node takes it for a retryable failure of its engine (tried"
           + " on a peer, counted toward engineFailureLimit)", nodeId, id,
           thrown.getClass().getName());
-    } else if ((n & (n - 1)) == 0) {
+    } else if (n > 1) {
       LOG.warn("node {}: its engine has failed {} runs with an exception that is not an"
           + " EngineException, the latest: {}", nodeId, n, String.valueOf(thrown));
     }

@@ -32,6 +32,7 @@ import io.github.prefixrouter.spi.EngineResult;
 import io.github.prefixrouter.spi.EngineTimeoutException;
 import io.github.prefixrouter.spi.InferenceEngine;
 import io.github.prefixrouter.spi.InvalidRequestException;
+import io.github.prefixrouter.testing.LoggedLines;
 import io.github.prefixrouter.testing.SimulatedScheduler;
 import java.util.ArrayList;
 import java.util.List;
@@ -522,6 +523,31 @@ class EngineFailingTest {
         assertEquals(0, solo.engine(1).calls, "a peer was tried under the local-only policy");
       }
       assertEquals(1, solo.node(0).stats().failed());
+    }
+  }
+
+  /**
+   * Runs that fail with something other than an {@link EngineException} are logged at each
+   * doubling of their count: the first with what was thrown, then the 2nd, 4th and 8th with
+   * their count, so an engine that breaks its contract at every run does not fill the log.
+   */
+  @Test
+  void runsThatBreakTheEnginesContractAreLoggedAtEachDoublingOfTheirCount() {
+    Cluster solo = new Cluster(1, config().build());
+    solo.engine(0).failure = new java.io.IOException("connection reset by peer");
+    List<String> lines = LoggedLines.logged("EngineException", () -> {
+      for (int i = 0; i < 9; i++) {
+        assertInstanceOf(RequestFailedException.class,
+            solo.failureOf(solo.node(0).submit(request("q" + i, prompt(i, 200)))));
+      }
+    });
+    assertEquals(9, solo.engine(0).calls);
+    assertEquals(4, lines.size(), String.join("\n", lines));
+    assertTrue(lines.get(0).contains("failed request q0 with java.io.IOException, which is not"),
+        lines.get(0));
+    for (int i = 1; i < 4; i++) {
+      assertTrue(lines.get(i).contains("its engine has failed " + (1 << i) + " runs with an"
+          + " exception that is not an EngineException"), lines.get(i));
     }
   }
 
