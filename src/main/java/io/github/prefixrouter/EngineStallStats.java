@@ -46,4 +46,76 @@ package io.github.prefixrouter;
  */
 public record EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
     long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
-    long failedInARow, long failingSpells, long cacheLosses, long loadFailures) {}
+    long failedInARow, long failingSpells, long cacheLosses, long loadFailures) {
+
+  /**
+   * The figures of a node whose engine's {@code load()} never failed ({@code loadFailures} 0):
+   * the components this record had before {@code loadFailures}, kept so that a host
+   * constructing the record itself (its own tests, a fake node) compiles unchanged.
+   *
+   * @param avoided see the class documentation
+   * @param stalled see the class documentation
+   * @param outstanding see the class documentation
+   * @param silentSeconds see the class documentation
+   * @param stalls see the class documentation
+   * @param recoveries see the class documentation
+   * @param reroutes see the class documentation
+   * @param refusedForPeers see the class documentation
+   * @param failing see the class documentation
+   * @param failedInARow see the class documentation
+   * @param failingSpells see the class documentation
+   * @param cacheLosses see the class documentation
+   */
+  public EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
+      long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
+      long failedInARow, long failingSpells, long cacheLosses) {
+    this(avoided, stalled, outstanding, silentSeconds, stalls, recoveries, reroutes,
+        refusedForPeers, failing, failedInARow, failingSpells, cacheLosses, 0);
+  }
+
+  /**
+   * The figures of a node whose engine reported no loss of its cache and whose {@code load()}
+   * never failed ({@code cacheLosses} and {@code loadFailures} 0): the components this record
+   * had before {@code cacheLosses}, kept so that a host constructing the record itself compiles
+   * unchanged.
+   *
+   * @param avoided see the class documentation
+   * @param stalled see the class documentation
+   * @param outstanding see the class documentation
+   * @param silentSeconds see the class documentation
+   * @param stalls see the class documentation
+   * @param recoveries see the class documentation
+   * @param reroutes see the class documentation
+   * @param refusedForPeers see the class documentation
+   * @param failing see the class documentation
+   * @param failedInARow see the class documentation
+   * @param failingSpells see the class documentation
+   */
+  public EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
+      long stalls, long recoveries, long reroutes, long refusedForPeers, int failing,
+      long failedInARow, long failingSpells) {
+    this(avoided, stalled, outstanding, silentSeconds, stalls, recoveries, reroutes,
+        refusedForPeers, failing, failedInARow, failingSpells, 0, 0);
+  }
+
+  /**
+   * The figures of a node whose engine never failed ({@code failing}, {@code failedInARow},
+   * {@code failingSpells}, {@code cacheLosses} and {@code loadFailures} 0): the components this
+   * record had before the failing engine's figures, kept so that a host constructing the record
+   * itself compiles unchanged.
+   *
+   * @param avoided see the class documentation
+   * @param stalled see the class documentation
+   * @param outstanding see the class documentation
+   * @param silentSeconds see the class documentation
+   * @param stalls see the class documentation
+   * @param recoveries see the class documentation
+   * @param reroutes see the class documentation
+   * @param refusedForPeers see the class documentation
+   */
+  public EngineStallStats(int avoided, int stalled, int outstanding, long silentSeconds,
+      long stalls, long recoveries, long reroutes, long refusedForPeers) {
+    this(avoided, stalled, outstanding, silentSeconds, stalls, recoveries, reroutes,
+        refusedForPeers, 0, 0, 0, 0, 0);
+  }
+}
