@@ -35,7 +35,10 @@ import org.slf4j.LoggerFactory;
 /**
  * Tokenizes with the model server's own tokenizer: vLLM's {@code POST /tokenize} (SGLang serves
  * the same for text prompts), so the ids are exactly those the server would compute from the
- * text, and a chat conversation is rendered by the model's own chat template.
+ * text, and a chat conversation is rendered by the model's own chat template. An SGLang whose
+ * {@code /tokenize} requires {@code prompt} and reads no {@code messages} refuses every
+ * conversation with a validation error, HTTP 400, which is taken, as any such 4xx, for the
+ * request's fault: next to it no chat request is served (docs/deployment.md, "Text and chat").
  *
  * <ul>
  *   <li>A text prompt is sent as {@code {"model", "prompt", "add_special_tokens": true}} (the

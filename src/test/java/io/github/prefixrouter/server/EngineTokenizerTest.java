@@ -245,6 +245,23 @@ class EngineTokenizerTest {
         "no model and no template arguments when there are none");
   }
 
+  /**
+   * An SGLang whose {@code /tokenize} requires {@code prompt} and reads no {@code messages}
+   * refuses a conversation with a validation error, HTTP 400: taken, as any such answer, for the
+   * request's fault, with SGLang's message, so next to it every chat request is answered 400
+   * (docs/deployment.md, "Text and chat").
+   */
+  @Test
+  void aServerWhoseTokenizeReadsNoMessagesRefusesEveryConversationAsInvalid() throws Exception {
+    answer.set(new Answer(400, "{\"object\":\"error\",\"message\":\"1 validation error for "
+        + "TokenizeRequest\\nprompt\\n  Field required [type=missing]\",\"type\":\"Bad Request\","
+        + "\"param\":null,\"code\":400}"));
+    TokenizeException e = failed(tokenizer.tokenizeChat("m",
+        List.of(Map.of("role", "user", "content", "hi")), Map.of()));
+    assertTrue(e.invalidRequest(), "the request's fault: " + e.getMessage());
+    assertTrue(e.getMessage().contains("prompt\n  Field required"), e.getMessage());
+  }
+
   @ParameterizedTest(name = "{0}: {1}")
   @CsvSource(delimiter = '|', value = {
       "400|{\"error\":{\"message\":\"messages: bad role\",\"type\":\"BadRequestError\",\"code\":400}}|messages: bad role",
