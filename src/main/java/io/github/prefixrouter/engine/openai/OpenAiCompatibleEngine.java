@@ -201,6 +201,14 @@ import org.slf4j.LoggerFactory;
  * falling back to {@code /v1/models}, which it also asks after a healthy {@code /health}: a 401
  * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
  *
+ * <p><b>Keep-alive.</b> Building the adapter ({@link Builder#build()}) sets the JVM-wide system
+ * property {@code jdk.httpclient.keepalive.timeout} to 20 (seconds) if the host has not set it,
+ * as {@code HttpTransport}'s start does. The JDK reads the property once, as the JVM builds its
+ * first HTTP client, whoever builds it: a host that built a JDK HTTP client before gets the
+ * JDK's default, 1200 s, in every client of the JVM, this adapter's too, unless it puts
+ * {@code -Djdk.httpclient.keepalive.timeout=20} on its command line (docs/deployment.md, "JVM
+ * settings for the HTTP clients").
+ *
  * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
  * tree in self-managed mode (an estimate of what the server caches). It reports the loss of the
  * server's whole cache instead: a connection refused after the server had answered says its
@@ -2056,7 +2064,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
 
     /**
-     * Validates and builds.
+     * Validates and builds; sets {@code jdk.httpclient.keepalive.timeout} to 20 if the host has
+     * not set it (see "Keep-alive" above: no effect on a JVM that has built a JDK HTTP client
+     * already).
      *
      * @return the engine
      * @throws IllegalArgumentException naming the first invalid setting
