@@ -196,7 +196,8 @@ final class StatsTables {
           "Requests and messages refused here: too many in flight to the peer.",
           HttpTransport.Stats::outboundBusy)
       .counter("inbound_busy", T + "inbound_busy_total",
-          "Requests from peers answered 503 because too many were in progress.",
+          "Requests from peers answered 503 because too many were in progress (or their"
+              + " connection closed, when their address's answers were not being taken).",
           HttpTransport.Stats::inboundBusy)
       .counter("auth_failures", T + "auth_failures_total",
           "Messages and answers dropped for a bad MAC or recipient.",

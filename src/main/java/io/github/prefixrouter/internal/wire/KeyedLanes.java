@@ -54,6 +54,20 @@ public final class KeyedLanes<K, T> {
   }
 
   /**
+   * As {@link #offer}, but a task that would wait behind {@code maxWaiting} or more of its key's
+   * waiting tasks is refused instead, and not added.
+   *
+   * @return true if the caller starts the task now; false if it waits; null if it is refused
+   */
+  public synchronized Boolean offer(K key, T task, int maxWaiting) {
+    Lane<T> lane = lanes.get(key);
+    if (lane != null && lane.running >= perKey && lane.waiting.size() >= maxWaiting) {
+      return null;
+    }
+    return offer(key, task);
+  }
+
+  /**
    * One of {@code key}'s running tasks has ended: its place goes to the key's first waiting
    * task, which the caller starts, or, if none waits, is given up.
    *

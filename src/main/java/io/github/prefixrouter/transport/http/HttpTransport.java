@@ -220,7 +220,9 @@ import org.slf4j.LoggerFactory;
  * opens a connection of its own (with TLS, a handshake of its own), so a burst of requests and
  * messages to a peer with no idle connection opens as many connections at once, and
  * {@code maxInFlightPerPeer} is the only bound on them. Inbound, at most
- * {@code maxInboundRequests} requests are handled at once; more are answered 503. A request
+ * {@code maxInboundRequests} requests are handled at once; more are answered 503, by the server
+ * threads as below (see "Answers to a peer that stops reading" there for when a connection is
+ * closed instead). A request
  * holds its slot until its answer (the handler's, the 504 of {@code maxHandlingTime}, the 503 of
  * {@link #close()}) has been written, or its write has failed or been cut, or its connection
  * has been closed unwritten, so that the answers waiting for a server thread or being written
@@ -257,7 +259,12 @@ import org.slf4j.LoggerFactory;
  * peer address (its connections' remote IP address) at once; the address's other answers wait
  * in its own queue, in order, holding their inbound slots, so that a peer that does not read
  * its answers leaves the other threads to everyone else (docs/deployment.md, "Answers to a peer
- * that stops reading").
+ * that stops reading"). The 503 of a request beyond {@code maxInboundRequests} is written so
+ * too, never by the reader thread, but holds no slot: it waits in its address's queue only
+ * behind fewer than {@code maxUnfinishedReadsPerAddress} answers, and behind that many its
+ * connection is closed unanswered at once instead (its sender fails the request as
+ * {@code UNREACHABLE}), so that a peer that sends requests and reads none of their 503s
+ * holds neither reader threads nor more than that many answers.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -384,14 +391,17 @@ public final class HttpTransport implements Transport {
   private final AtomicInteger inboundRequests = new AtomicInteger();
   /**
    * Answers handed to the server threads and neither written nor dropped yet, each holding its
-   * request's inbound slot: {@link #close()} drops those still waiting once it stops waiting.
+   * request's inbound slot but for the 503s of a full server ({@link #writeBusy}):
+   * {@link #close()} drops those still waiting once it stops waiting.
    */
   private final Set<Reply> replies = ConcurrentHashMap.newKeySet();
   /**
    * The answers by the address of the peer they go to: at most
    * {@link #writersPerPeer}({@code serverThreads}) of a peer's are handed to the server threads
-   * at once, the others wait in its lane, in order. Each holds an inbound slot, so the lanes
-   * hold at most {@code maxInboundRequests} answers and keys.
+   * at once, the others wait in its lane, in order. Each holds an inbound slot, so they are at
+   * most {@code maxInboundRequests}; but for the 503s of a full server, which hold none, and
+   * wait in a lane only behind fewer than {@code maxUnfinishedReadsPerAddress} others
+   * ({@link #writeBusy}).
    */
   private final KeyedLanes<Object, Reply> lanes;
   private final AtomicBoolean started = new AtomicBoolean();
@@ -1743,7 +1753,9 @@ public final class HttpTransport implements Transport {
     if (inboundRequests.incrementAndGet() > config.maxInboundRequests) {
       inboundRequests.decrementAndGet();
       counters.inboundBusy.increment();
-      respondQuietly(ex, 503, new byte[0], "too many requests in progress", null);
+      // by a server thread, as every answer to an authenticated request: written on this reader
+      // thread, it held the thread for as long as its peer did not read (up to inboundIoTimeout)
+      writeBusy(ex);
       return;
     }
     inboundPending.add(ex);
@@ -1813,7 +1825,7 @@ public final class HttpTransport implements Transport {
           // answered by whoever took it (the handling limit, close())
           if (inboundPending.remove(ex)) {
             hand(new Reply(ex, () -> answer(ex, from, nonce, bytes, err),
-                "the answer to a request from " + from));
+                "the answer to a request from " + from, true));
           }
         });
   }
@@ -1824,7 +1836,28 @@ public final class HttpTransport implements Transport {
    */
   private void writeLater(HttpExchange ex, int status, String error) {
     hand(new Reply(ex, () -> respondQuietly(ex, status, new byte[0], error, null),
-        "a " + status + " answer"));
+        "a " + status + " answer", true));
+  }
+
+  /**
+   * Hands the 503 of a request refused as {@code maxInboundRequests} are held to a server
+   * thread, as {@link #hand} does, but it holds no inbound slot: it waits in its peer's lane
+   * only behind fewer than {@code maxUnfinishedReadsPerAddress} answers. Behind that many (its
+   * peer reads none of its answers, or has that many written at once) its connection is closed
+   * unanswered at once instead (closing never blocks), which its sender sees as
+   * {@code UNREACHABLE}: so these answers, each with its connection open, are at most that many
+   * plus {@link #writersPerPeer} per peer address, and never hold the reader thread.
+   */
+  private void writeBusy(HttpExchange ex) {
+    Reply r = new Reply(ex,
+        () -> respondQuietly(ex, 503, new byte[0], "too many requests in progress", null),
+        "a 503 answer", false);
+    Boolean now = lanes.offer(r.peer, r, config.maxUnfinishedReadsPerAddress);
+    if (now == null) {
+      r.drop();
+    } else if (now) {
+      start(r);
+    }
   }
 
   /**
@@ -1886,7 +1919,8 @@ public final class HttpTransport implements Transport {
    * server threads: it holds its request's slot of {@code maxInboundRequests} until it has been
    * written (or its write failed or was cut at the I/O deadline) or it is dropped, its
    * connection closed unwritten, so that the answers waiting for a thread or being written are
-   * never more than {@code maxInboundRequests}. Written or dropped once only.
+   * never more than {@code maxInboundRequests}; but for the 503 of a request refused as those
+   * slots are held, which holds none ({@link #writeBusy}). Written or dropped once only.
    */
   private final class Reply implements Runnable {
     private final HttpExchange ex;
@@ -1896,16 +1930,21 @@ public final class HttpTransport implements Transport {
     /** Its peer's key in {@link #lanes}. */
     private final Object peer;
     private final AtomicBoolean settled = new AtomicBoolean();
+    /** Whether it holds its request's inbound slot. */
+    private final boolean holdsSlot;
 
     /**
      * @param write writes the answer and closes the exchange
      * @param what the answer, for the log
+     * @param holdsSlot whether it holds its request's inbound slot, given back once it is
+     *     written or dropped
      */
-    Reply(HttpExchange ex, Runnable write, String what) {
+    Reply(HttpExchange ex, Runnable write, String what, boolean holdsSlot) {
       this.ex = ex;
       this.write = write;
       this.what = what;
       this.peer = peerOf(ex);
+      this.holdsSlot = holdsSlot;
       replies.add(this);
     }
 
@@ -1959,7 +1998,9 @@ public final class HttpTransport implements Transport {
 
     private void settle() {
       replies.remove(this);
-      inboundRequests.decrementAndGet();
+      if (holdsSlot) {
+        inboundRequests.decrementAndGet();
+      }
     }
   }
 
@@ -2177,7 +2218,8 @@ public final class HttpTransport implements Transport {
    * @param oversizeRejected inbound messages refused as larger than {@code maxMessageBytes}
    * @param malformedRejected inbound messages refused for a malformed envelope or a body that
    *     cannot be read (a malformed chunk, a body cut short, a connection reset mid-body)
-   * @param inboundBusy inbound requests answered 503 because too many were in progress
+   * @param inboundBusy inbound requests answered 503 because too many were in progress (or their
+   *     connection closed, when their address's answers were not being taken)
    * @param slowConnectionsClosed inbound connections closed because their request (line,
    *     headers and body) did not arrive, or their answer was not taken, within
    *     {@code inboundIoTimeout}
@@ -2586,7 +2628,9 @@ public final class HttpTransport implements Transport {
     }
 
     /**
-     * Inbound requests handled at once at most; more are answered busy. Default 256. A request
+     * Inbound requests handled at once at most; more are answered busy (503, written by the
+     * {@link #serverThreads}; or their connection closed when {@link #maxUnfinishedReadsPerAddress}
+     * answers already wait for their address, see the class Javadoc). Default 256. A request
      * holds its slot until its answer (the handler's, or the 504 of {@link #maxHandlingTime})
      * has been written, or its connection closed unwritten, so this also bounds the answers
      * waiting for one of the {@link #serverThreads} or being written.

@@ -19,18 +19,21 @@ import net.jqwik.api.constraints.Size;
 /**
  * {@link KeyedLanes} against a model: per key, the tasks running (at most {@code perKey}) and a
  * first-in first-out queue of the others. Every task starts exactly once, a key's tasks start in
- * the order they were offered, a task waits only while its key has {@code perKey} running, and a
- * key with nothing running or waiting has no entry.
+ * the order they were offered, a task waits only while its key has {@code perKey} running, one
+ * offered with a bound on the waiting is refused (and never starts) exactly when it would wait
+ * behind that many, and a key with nothing running or waiting has no entry.
  */
 class KeyedLanesProperties {
 
   /**
-   * Each step either offers a new task of key {@code step % 4} (an even {@code step / 4}) or ends
-   * the oldest running task of that key (an odd one, if it has any).
+   * Each step offers a new task of key {@code step % 4} ({@code step / 4 % 3} 0), ends the oldest
+   * running task of that key (1, if it has any), or offers a new task that may wait behind at
+   * most {@code maxWaiting} of the key's (2).
    */
   @Property(tries = 500)
   void matchesTheModel(@ForAll @IntRange(min = 1, max = 3) int perKey,
-      @ForAll @Size(max = 200) List<@IntRange(min = 0, max = 63) Integer> steps) {
+      @ForAll @IntRange(min = 0, max = 2) int maxWaiting,
+      @ForAll @Size(max = 200) List<@IntRange(min = 0, max = 95) Integer> steps) {
     KeyedLanes<Integer, Integer> lanes = new KeyedLanes<>(perKey);
     Map<Integer, ArrayDeque<Integer>> running = new HashMap<>();
     Map<Integer, ArrayDeque<Integer>> waiting = new HashMap<>();
@@ -41,10 +44,13 @@ class KeyedLanesProperties {
       int key = step % 4;
       ArrayDeque<Integer> run = running.computeIfAbsent(key, k -> new ArrayDeque<>());
       ArrayDeque<Integer> wait = waiting.computeIfAbsent(key, k -> new ArrayDeque<>());
-      if ((step / 4) % 2 == 0) {
+      int kind = (step / 4) % 3;
+      if (kind == 2 && run.size() >= perKey && wait.size() >= maxWaiting) {
+        assertNull(lanes.offer(key, nextTask++, maxWaiting), "refused behind a full queue");
+      } else if (kind != 1) {
         int task = nextTask++;
         offered.computeIfAbsent(key, k -> new ArrayList<>()).add(task);
-        boolean now = lanes.offer(key, task);
+        boolean now = kind == 0 ? lanes.offer(key, task) : lanes.offer(key, task, maxWaiting);
         assertEquals(run.size() < perKey, now, "a task starts at once iff its key has room");
         if (now) {
           run.add(task);

@@ -268,4 +268,107 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     assertEquals(0, a.answerLanes());
     assertEquals(0, a.inboundSlotsHeld());
   }
+
+  /**
+   * A server full ({@code maxInboundRequests} 1, held by a request the handler never answers),
+   * and a peer at another address that pipelines requests on a connection with a small receive
+   * window and reads none of their 503s, until they fill the socket buffers; then three
+   * strangers stall in their headers. Of the four reader threads, the strangers hold three, and
+   * the fourth stays free, as the 503s are written by the server threads through the peer
+   * address's lane.
+   * So another peer's message is read and delivered, and its request answered 503, at once.
+   * Before, the 503s were written on the reader threads, and the peer's connection held one in
+   * a blocked write until the I/O timeout (30 s here): the other peer's message was refused as
+   * a read beyond the reader threads.
+   */
+  @Test
+  void busyAnswersToAPeerThatDoesNotReadHoldNoReaderThread() throws Exception {
+    InetAddress stalled = otherLoopback();
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    ra.hold = true;
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).readerThreads(4)
+        .maxInboundRequests(1).inboundIoTimeout(Duration.ofSeconds(30)), ra);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    CompletableFuture<byte[]> holder =
+        b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(120));
+    Await.until(() -> ra.held.size() == 1, "the server is full");
+    List<Socket> stalls = new java.util.ArrayList<>();
+    try {
+      // a connection that pipelines requests until its 503s stop being taken
+      stalls.add(pipelineWithoutReading(addr, stalled, 0));
+      long seen = -1;
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      for (long n = quiet(a); n != seen; n = quiet(a)) {
+        assertTrue(System.nanoTime() < deadline, "the peer's 503s still taken after 60 s");
+        seen = n;
+        Thread.sleep(1_000);
+      }
+      // and three strangers that stall in their headers hold three reader threads
+      for (int i = 0; i < 3; i++) {
+        Socket staller = new Socket();
+        stalls.add(staller);
+        staller.connect(addr);
+        staller.getOutputStream().write("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+            .getBytes(StandardCharsets.US_ASCII));
+        staller.getOutputStream().flush();
+      }
+      Thread.sleep(500);
+      assertTrue(a.stats().inboundBusy() > 100, "503s taken: " + a.stats().inboundBusy());
+      b.send(a.localAddress(), "m".getBytes(StandardCharsets.UTF_8));
+      String got = ra.messages.poll(5, TimeUnit.SECONDS);
+      assertEquals("b@" + b.localAddress().address() + ":m", got,
+          "another peer's message while the pipelining peer reads none of its 503s (reads "
+              + "refused: " + a.stats().readsRefused() + ")");
+      CompletableFuture<byte[]> other =
+          b.request(a.localAddress(), new byte[] {1}, Duration.ofSeconds(60));
+      ExecutionException e = assertThrows(ExecutionException.class,
+          () -> other.get(5, TimeUnit.SECONDS));
+      TransportException te = assertInstanceOf(TransportException.class, e.getCause());
+      assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
+      assertTrue(te.getMessage().endsWith("too many requests in progress"), te.getMessage());
+    } finally {
+      for (Socket s : stalls) {
+        s.close();
+      }
+    }
+    Await.until(() -> a.answerLanes() == 0 && a.inboundSlotsHeld() == 1,
+        "the peer's 503s written or dropped, their lane removed; the held request's slot kept");
+    holder.cancel(true);
+  }
+
+  /** What changes while a peer's requests are read and answered: refused or answered busy. */
+  private static long quiet(HttpTransport a) {
+    return a.stats().inboundBusy() + a.stats().readsRefused();
+  }
+
+  /**
+   * Opens a connection from {@code local} with a small receive window that never reads, and
+   * sends requests from "s" on it one after the other until it is closed.
+   */
+  static Socket pipelineWithoutReading(InetSocketAddress to, InetAddress local, int conn)
+      throws Exception {
+    Socket s = new Socket();
+    s.setReceiveBufferSize(4096); // a small window, set before connecting; never read
+    s.bind(new InetSocketAddress(local, 0));
+    s.connect(to);
+    Thread writer = new Thread(() -> {
+      try {
+        OutputStream out = s.getOutputStream();
+        for (int i = 0; i < 100_000; i++) {
+          out.write(("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
+              + "PR-Sender: s\r\nPR-Sender-Address: 127.0.0.1:1\r\nPR-Recipient: a\r\n"
+              + "PR-Timestamp: 0\r\nPR-Nonce: n" + conn + "-" + i
+              + "\r\nContent-Length: 1\r\n\r\nx").getBytes(StandardCharsets.US_ASCII));
+        }
+      } catch (java.io.IOException closed) {
+        // closed by the server, or by the test
+      }
+    }, "pipelining-peer-" + conn);
+    writer.setDaemon(true);
+    writer.start();
+    return s;
+  }
 }
