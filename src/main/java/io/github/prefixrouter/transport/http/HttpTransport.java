@@ -137,6 +137,9 @@ import org.slf4j.LoggerFactory;
  * already), counted ({@link Stats#internalErrors()}), logged, and not counted as malformed, a
  * body that cannot be read being the only {@link IOException} that is; the reader slot, the
  * share of the body budget and the inbound slot it held are given back, and the thread goes on.
+ * A request that already holds its inbound slot as it fails to be handed on (its handling
+ * limit cannot be set) has its 500 written by the server threads, as every answer, and holds
+ * the slot until it is written.
  * A request's answer (the handler's, or the 504 of the handling limit) that the server threads'
  * executor cannot take to be written, whatever it throws (a thread it cannot start), has its
  * connection closed at once without an answer, as the thread that hands it on (the one that
@@ -224,7 +227,7 @@ import org.slf4j.LoggerFactory;
  * threads as below (see "Answers to a peer that stops reading" there for when a connection is
  * closed instead). A request
  * holds its slot until its answer (the handler's, the 504 of {@code maxHandlingTime}, the 503 of
- * {@link #close()}) has been written, or its write has failed or been cut, or its connection
+ * {@link #close()}, the 500 of a request that cannot be handed on) has been written, or its write has failed or been cut, or its connection
  * has been closed unwritten, so that the answers waiting for a server thread or being written
  * are never more than {@code maxInboundRequests} either. A connection
  * that has started a request must deliver all of it (request line, headers and body; over TLS
@@ -254,8 +257,8 @@ import org.slf4j.LoggerFactory;
  * shortage, not the peer's fault), counted alike.
  * Answers are written by the server threads under the same I/O deadline, never by the thread
  * that completed the handler's future; so are the 504 of a handler that outlasted
- * {@code maxHandlingTime} (never the timer thread, which fires the deadlines) and the 503s of
- * {@link #close()}. At most {@code max(1, serverThreads / 2)} of them write the answers to one
+ * {@code maxHandlingTime} (never the timer thread, which fires the deadlines), the 503s of
+ * {@link #close()} and the 500 of a request that cannot be handed on. At most {@code max(1, serverThreads / 2)} of them write the answers to one
  * peer address (its connections' remote IP address) at once; the address's other answers wait
  * in its own queue, in order, holding their inbound slots, so that a peer that does not read
  * its answers leaves the other threads to everyone else (docs/deployment.md, "Answers to a peer
@@ -1762,11 +1765,20 @@ public final class HttpTransport implements Transport {
     try {
       handOn(ex, from, body, nonce);
     } catch (Throwable e) { // before the handler's future took the request on (a timer that
-      // cannot start its thread, say): the inbound slot is given back, and handleInbound answers
-      // 500; one taken out already (by close() or the handling limit) is answered there
+      // cannot start its thread, say): this node's failure, answered 500 by a server thread,
+      // holding its inbound slot until written, as every answer does; one taken out already (by
+      // close() or the handling limit) is answered there
       if (inboundPending.remove(ex)) {
-        inboundRequests.decrementAndGet();
-        throw e;
+        failedHere("unexpected failure handling inbound traffic", e);
+        Reply r;
+        try {
+          r = new Reply(ex, () -> respondQuietly(ex, 500, new byte[0], "internal error", null),
+              "a 500 answer", true);
+        } catch (Throwable again) { // the heap ran out, say: handleInbound answers it here
+          inboundRequests.decrementAndGet();
+          throw again;
+        }
+        hand(r);
       }
     }
   }

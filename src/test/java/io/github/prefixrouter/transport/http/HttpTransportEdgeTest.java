@@ -988,6 +988,11 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       } finally {
         swapField(a, field, real);
       }
+      // a 500 written by a server thread gives its request's inbound slot back just after
+      long freed = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+      while (a.inboundSlotsHeld() != 0 && System.nanoTime() < freed) {
+        Thread.sleep(5);
+      }
       CompletableFuture<byte[]> after =
           b.request(at, "after".getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(10));
       try {
@@ -1090,6 +1095,61 @@ class HttpTransportEdgeTest extends HttpTransportFixture {
       }
     }
     assertEquals(List.of(), problems, "what an answer that could not be handed on did");
+  }
+
+  /**
+   * The 500 of a request whose handling limit cannot be set (a timer that cannot start its
+   * thread) is written by a server thread and holds its request's inbound slot until then, as
+   * every other answer does: with the server threads' executor holding the 500 back, the slot
+   * stays taken (one of {@code maxInboundRequests} 1) and the request unanswered; once the 500
+   * is written, the request fails {@code PROTOCOL} at its sender and the slot is free. Before,
+   * the slot was given back first, and the 500 written on the reader thread after.
+   */
+  @Test
+  void a500OfARequestThatCannotBeHandedOnHoldsItsSlotUntilWritten() throws Exception {
+    HttpTransport a = start(node("a").maxInboundRequests(1), new HttpTransportTest.Recorder());
+    HttpTransport b = start(node("b"), new HttpTransportTest.Recorder());
+    java.util.concurrent.ScheduledExecutorService noTimerThread =
+        org.mockito.Mockito.mock(java.util.concurrent.ScheduledExecutorService.class);
+    org.mockito.Mockito.when(noTimerThread.schedule(org.mockito.ArgumentMatchers.any(Runnable.class),
+            org.mockito.ArgumentMatchers.anyLong(), org.mockito.ArgumentMatchers.any()))
+        .thenThrow(new OutOfMemoryError("unable to create native thread: possibly out of memory"));
+    BlockingQueue<Runnable> heldBack = new LinkedBlockingQueue<>();
+    java.util.concurrent.ThreadPoolExecutor holding = new java.util.concurrent.ThreadPoolExecutor(
+        1, 1, 0, TimeUnit.SECONDS, new LinkedBlockingQueue<>()) {
+      @Override
+      public void execute(Runnable task) {
+        heldBack.add(task);
+      }
+    };
+    Object realTimer = swapField(a, "timer", noTimerThread);
+    Object realExecutor = swapField(a, "serverExecutor", holding);
+    CompletableFuture<byte[]> f;
+    try {
+      f = b.request(a.localAddress(), "r".getBytes(StandardCharsets.UTF_8),
+          Duration.ofSeconds(60));
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+      while (a.stats().internalErrors() == 0 && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      assertEquals(1, a.stats().internalErrors(), "the request failed to be handed on");
+      assertEquals(1, a.inboundSlotsHeld(), "inbound slots held while the 500 is not written");
+      assertFalse(f.isDone(), "the request answered while its 500 is held back");
+    } finally {
+      swapField(a, "timer", realTimer);
+      swapField(a, "serverExecutor", realExecutor);
+      holding.shutdownNow();
+    }
+    Runnable r500 = heldBack.poll(20, TimeUnit.SECONDS);
+    assertTrue(r500 != null, "the 500 handed to the server threads");
+    r500.run();
+    ExecutionException e = assertThrows(ExecutionException.class,
+        () -> f.get(20, TimeUnit.SECONDS));
+    assertTrue(e.getCause() instanceof TransportException te
+        && te.kind() == TransportException.Kind.PROTOCOL
+        && te.getMessage().contains("HTTP 500"), e.getCause().toString());
+    assertEquals(0, a.inboundSlotsHeld(), "inbound slots held once the 500 is written");
+    assertEquals(0, a.answerLanes());
   }
 
   /**
