@@ -174,7 +174,8 @@ import org.slf4j.LoggerFactory;
  * stream, not only the wait for its first bytes: a generation still streaming then fails with
  * an {@link EngineTimeoutException} and its connection is closed, as on {@link #cancel}; and
  * a server that sends nothing for {@link Builder#streamIdleTimeout} (60 s by default), from the
- * request's sending to the end of its event stream, fails it sooner, with a retryable
+ * request's sending to the end of its event stream (or of the body of a plain answer, below),
+ * fails it sooner, with a retryable
  * {@link EngineException} (completing it with its output after choice 0's
  * {@code finish_reason}), its connection closed. The
  * body is read on after {@code [DONE]}, so that the connection can be used again once it ends;
@@ -182,7 +183,8 @@ import org.slf4j.LoggerFactory;
  * at {@code requestTimeout}, if that comes first). A listener that
  * throws (an {@link Error} too) is not called again; the request runs on. A server that answers
  * a streamed request with a plain JSON answer is understood: its output is given to the
- * listener in one piece. {@code execute(request)} does not stream (it sends
+ * listener in one piece; its body, as any other answer's to a streamed request (an error
+ * status's), is bounded by {@code streamIdleTimeout} as an event stream is. {@code execute(request)} does not stream (it sends
  * {@code "stream": false}).
  *
  * <p><b>Load.</b> The server runs at most {@link Builder#slots} requests at once (vLLM's
@@ -545,7 +547,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     // nothing from the server for streamIdleTimeout, from the request's sending to the end of
-    // its event stream: fails the request (a plain JSON answer's body has requestTimeout only)
+    // its answer (an event stream, or the body of any other answer): fails the request
     IdleBound idle = new IdleBound(request, outOfTime);
     result.whenComplete((r, e) -> idle.stop());
     idle.touch();
@@ -560,8 +562,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
           events.set(b);
           return b;
         }
-        idle.stop();
-        return HttpResponse.BodySubscribers.mapping(capped(info, share), body -> (Object) body);
+        // a plain answer (a server that ignores "stream", an error status): each part of its
+        // body starts the bound again, so that one that goes silent mid-body fails as a silent
+        // event stream does, not only at requestTimeout
+        idle.touch();
+        return HttpResponse.BodySubscribers.mapping(heardFrom(capped(info, share), idle::touch),
+            body -> (Object) body);
       });
     } catch (Throwable e) { // an Error too: see execute
       idle.stop();
@@ -586,6 +592,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     }
     call.whenComplete((resp, err) -> {
       deadline.stop(); // the body has ended
+      if (!(resp != null && resp.body() instanceof EventStreamBody.Streamed)) {
+        idle.stop(); // a plain answer's body has ended: no bound while it is parsed
+      }
       if (err != null) {
         Throwable c = err instanceof CompletionException && err.getCause() != null ? err.getCause() : err;
         finish(result, stream, null, mapFailure(request, c));
@@ -607,6 +616,38 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         finish(result, stream, null, unreadAnswer(request, e));
       }
     });
+  }
+
+  /** {@code body}, with {@code heard} run as each part of it arrives, before it is taken. */
+  private static <T> HttpResponse.BodySubscriber<T> heardFrom(HttpResponse.BodySubscriber<T> body,
+      Runnable heard) {
+    return new HttpResponse.BodySubscriber<>() {
+      @Override
+      public CompletionStage<T> getBody() {
+        return body.getBody();
+      }
+
+      @Override
+      public void onSubscribe(java.util.concurrent.Flow.Subscription s) {
+        body.onSubscribe(s);
+      }
+
+      @Override
+      public void onNext(List<ByteBuffer> items) {
+        heard.run();
+        body.onNext(items);
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        body.onError(t);
+      }
+
+      @Override
+      public void onComplete() {
+        body.onComplete();
+      }
+    };
   }
 
   /**
@@ -1867,13 +1908,14 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     /**
      * How long the server of a streamed request may send nothing, from the request's sending to
      * the end of its event stream: no byte of the answer's headers (SGLang sends them with the
-     * first chunk), of a chunk, of a keep-alive comment. Each byte starts the bound again. A
+     * first chunk), of a chunk, of a keep-alive comment; or, for an answer that is no event
+     * stream (a plain JSON answer of a server that ignores {@code "stream"}, an error status),
+     * to the end of its body. Each byte starts the bound again. A
      * stream that runs out of it fails with a retryable {@link EngineException} and its
      * connection is closed (vLLM then aborts the request), as a stream cut: the node tries it on
      * a peer, or answers an error, instead of holding the request, its slot and its client to
      * {@code requestTimeout}; a stream whose choice 0 gave its {@code finish_reason} completes
-     * with its output instead. Requests not streamed, and the body of a plain JSON answer to a
-     * streamed request, have {@code requestTimeout} only.
+     * with its output instead. Requests not streamed have {@code requestTimeout} only.
      *
      * <p>Default 60 s. The longest silence of a healthy server is before the first chunk: the
      * wait in its queue and the prefill, which vLLM and SGLang send nothing during (a 100,000-token

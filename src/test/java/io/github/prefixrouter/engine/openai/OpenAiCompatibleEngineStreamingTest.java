@@ -1001,9 +1001,10 @@ class OpenAiCompatibleEngineStreamingTest {
   }
 
   @Test
-  void aPlainAnswerToAStreamedRequestHasRequestTimeoutOnly() throws Exception {
-    // the idle bound is the event stream's: a plain JSON answer whose body pauses for twice as
-    // long (within requestTimeout) completes
+  void aPlainAnswerToAStreamedRequestThatGoesSilentFailsAtItsIdleBound() throws Exception {
+    // a server that ignores "stream" and answers plain JSON, of which it sends a few bytes and
+    // then nothing: the request fails at the idle bound as a silent stream does, not only at
+    // requestTimeout
     byte[] answer = "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
         .getBytes(StandardCharsets.UTF_8);
     server.behaviour.set((ex, body) -> {
@@ -1012,8 +1013,29 @@ class OpenAiCompatibleEngineStreamingTest {
       OutputStream out = ex.getResponseBody();
       out.write(answer, 0, 10);
       out.flush();
-      sleep(4_000);
-      out.write(answer, 10, answer.length - 10);
+      server.awaitRelease(); // and nothing more
+    });
+    Pieces pieces = new Pieces();
+    failsAtIdleBound(5_000, pieces);
+    assertTrue(pieces.texts.isEmpty());
+  }
+
+  @Test
+  void aPlainAnswerToAStreamedRequestWhosePartsComeWithinItsIdleBoundRunsPastIt() throws Exception {
+    // the bound is between parts of the body, not on the whole body: parts 1 s apart, 3 s in
+    // all, outlast a bound of 2 s and complete
+    byte[] answer = "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
+        .getBytes(StandardCharsets.UTF_8);
+    server.behaviour.set((ex, body) -> {
+      ex.getResponseHeaders().add("Content-Type", "application/json");
+      ex.sendResponseHeaders(200, answer.length);
+      OutputStream out = ex.getResponseBody();
+      for (int i = 0; i < 3; i++) {
+        out.write(answer, i * 10, 10);
+        out.flush();
+        sleep(1_000);
+      }
+      out.write(answer, 30, answer.length - 30);
       out.flush();
     });
     OpenAiCompatibleEngine e = builder().requestTimeout(Duration.ofSeconds(60))
