@@ -99,6 +99,27 @@ class LocalDemandTest {
   }
 
   @Test
+  void aNodeObservingForPartOfAResidencyScalesItsCountToAWholeOne() {
+    // nothing inserted: the residency is the 10-minute cap; the same two requests, 30 s apart
+    LocalDemand young = new LocalDemand(1_000_000);
+    LocalDemand old = new LocalDemand(1_000_000);
+    old.requested(99, 0); // observing since 0: five residencies before the requests
+    young.requested(7, 3_000 * S);
+    old.requested(7, 3_000 * S);
+    young.requested(7, 3_030 * S);
+    old.requested(7, 3_030 * S);
+    double past = Math.exp(-30.0 / 600); // the first request, decayed over the 30 s
+    double y = young.expectedRequests(7, 3_030 * S);
+    double o = old.expectedRequests(7, 3_030 * S);
+    // the young node has observed 30 s of a 600 s residency, 5%: its count is scaled up at most
+    // tenfold, e^9.5 - 1 hits, which an hour's worth of the count seen (6 x 0.95) caps
+    assertEquals(past * 6, y, 1e-9, "young");
+    // the old node takes the count for a residency's: e^0.95 - 1 = 1.6 hits before eviction
+    assertEquals(Math.expm1(past / -Math.expm1(-3_030.0 / 600)), o, 1e-9, "old");
+    assertTrue(y > 3 * o, "young " + y + ", old " + o);
+  }
+
+  @Test
   void arrivalsPerSecondCountsEveryRequestFromTheStart() {
     LocalDemand d = new LocalDemand(1_000);
     assertEquals(0, d.arrivalsPerSecond(0));
