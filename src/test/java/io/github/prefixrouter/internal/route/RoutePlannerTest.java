@@ -266,6 +266,29 @@ class RoutePlannerTest {
   }
 
   @Test
+  void aPeerThatFailedIsSkippedUntilItsFailureCoolDownEnds() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(11, 640);
+    ScriptedView v = new ScriptedView().peer("a", 2 * MS).peer("b", 2 * MS)
+        .holds("a", t, 640).holds("b", t, 320);
+    PeerHealth h = new PeerHealth();
+    AtomicLong now = new AtomicLong(1_000 * MS);
+    h.coolDownFailed("a", 0, now.get(), 5_000 * MS);
+    RoutePlanner p = new RoutePlanner(cfg, "me", matching(0), new BlockChain(HASHER), v,
+        new CostModel(cfg.initialPrefillNanosPerToken()), h, now::get, () -> EngineLoad.IDLE);
+    v.syncedAt = now.get();
+    RouteDecision d = p.decide(t);
+    assertEquals(SkipReason.FAILED_COOLDOWN, d.candidates().get(1).skipped(), d.toString());
+    assertEquals(Long.MAX_VALUE, d.candidates().get(1).costNanos());
+    assertEquals("b", d.targetNodeId(), "the holder of more is cooling down: " + d);
+    now.set(6_000 * MS); // the cool-down is over
+    v.syncedAt = now.get();
+    d = p.decide(t);
+    assertEquals(SkipReason.NONE, d.candidates().get(1).skipped(), d.toString());
+    assertEquals("a", d.targetNodeId(), d.toString());
+  }
+
+  @Test
   void queueWaitMakesALoadedHolderLoseToLocal() {
     RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
     int[] t = tokens(4, 640);
