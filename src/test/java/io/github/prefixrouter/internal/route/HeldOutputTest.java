@@ -5,6 +5,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
+import java.util.List;
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.constraints.IntRange;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -57,5 +65,60 @@ class HeldOutputTest {
     text.add(new int[] {2}, "bc");
     assertTrue(text.broken());
     assertEquals("", text.text());
+  }
+
+  @Test
+  void anOutputOfExactlyTheBoundsIsHeld() {
+    HeldOutput tokens = new HeldOutput(1, new ExecutionOutput.Attempt(), 4);
+    tokens.add(new int[] {1, 2, 3}, "x");
+    tokens.add(new int[] {4}, "y");
+    assertFalse(tokens.broken(), "maxTokens tokens: the whole of a full answer");
+    assertArrayEquals(new int[] {1, 2, 3, 4}, tokens.tokens());
+
+    HeldOutput text = new HeldOutput(1, new ExecutionOutput.Attempt(), 100);
+    text.add(new int[] {1}, "a".repeat(ExecutionOutput.MAX_TEXT_CHARS - 1));
+    text.add(new int[] {2}, "b");
+    assertFalse(text.broken(), "MAX_TEXT_CHARS characters");
+    assertEquals(ExecutionOutput.MAX_TEXT_CHARS, text.text().length());
+  }
+
+  @Provide
+  Arbitrary<List<int[]>> pieces() {
+    return Arbitraries.integers().between(-1, 9).array(int[].class).ofMaxSize(4)
+        .list().ofMaxSize(6);
+  }
+
+  /** Against a model: everything added while within maxTokens and free of negative ids. */
+  @Property
+  void holdsWhatAFullAnswerCouldHoldAndNothingOnceAPieceCannotBelong(
+      @ForAll("pieces") List<int[]> pieces, @ForAll @IntRange(min = 1, max = 12) int maxTokens) {
+    HeldOutput h = new HeldOutput(1, new ExecutionOutput.Attempt(), maxTokens);
+    List<Integer> model = new ArrayList<>();
+    StringBuilder modelText = new StringBuilder();
+    boolean broken = false;
+    for (int[] piece : pieces) {
+      String text = "t" + piece.length;
+      h.add(piece, text);
+      if (broken) {
+        continue;
+      }
+      boolean negative = false;
+      for (int t : piece) {
+        negative |= t < 0;
+      }
+      if (negative || model.size() + piece.length > maxTokens) {
+        broken = true;
+        model.clear();
+        modelText.setLength(0);
+        continue;
+      }
+      for (int t : piece) {
+        model.add(t);
+      }
+      modelText.append(text);
+    }
+    assertEquals(broken, h.broken());
+    assertArrayEquals(model.stream().mapToInt(Integer::intValue).toArray(), h.tokens());
+    assertEquals(modelText.toString(), h.text());
   }
 }
