@@ -40,6 +40,7 @@ class RoutePlannerTest {
     final Map<String, Long> rtt = new HashMap<>();
     final Map<String, Long> age = new HashMap<>();
     final Set<String> overloaded = new HashSet<>();
+    final Set<String> suspect = new HashSet<>();
     /** When the summaries were last refreshed, before their ages (tests with a moving clock). */
     long syncedAt;
 
@@ -66,6 +67,7 @@ class RoutePlannerTest {
       int[] q = new int[n];
       int[] f = new int[n];
       boolean[] o = new boolean[n];
+      boolean[] sus = new boolean[n];
       long[] r = new long[n];
       long[] g = new long[n];
       for (int i = 0; i < n; i++) {
@@ -74,10 +76,11 @@ class RoutePlannerTest {
         q[i] = queue.getOrDefault(id, 0);
         f[i] = inFlight.getOrDefault(id, 0);
         o[i] = overloaded.contains(id);
+        sus[i] = suspect.contains(id);
         r[i] = rtt.get(id);
         g[i] = syncedAt - age.getOrDefault(id, 0L); // the planner's clock reads 0 by default
       }
-      return new PeerSet(a, new int[n], q, f, o, new boolean[n], r, g);
+      return new PeerSet(a, new int[n], q, f, o, sus, r, g);
     }
 
     @Override
@@ -286,6 +289,22 @@ class RoutePlannerTest {
     d = p.decide(t);
     assertEquals(SkipReason.NONE, d.candidates().get(1).skipped(), d.toString());
     assertEquals("a", d.targetNodeId(), d.toString());
+  }
+
+  @Test
+  void aSuspectPeerIsSkipped() {
+    RouterConfig cfg = RouterConfig.builder().initialPrefillNanosPerToken(100_000).build();
+    int[] t = tokens(13, 640);
+    ScriptedView v = new ScriptedView().peer("a", 2 * MS).peer("b", 2 * MS)
+        .holds("a", t, 640).holds("b", t, 320);
+    v.suspect.add("a");
+    RouteDecision d = planner(cfg, "me", v, 0, new PeerHealth()).decide(t);
+    assertEquals(SkipReason.SUSPECT, d.candidates().get(1).skipped(), d.toString());
+    assertEquals(Long.MAX_VALUE, d.candidates().get(1).costNanos());
+    assertEquals("b", d.targetNodeId(), d.toString());
+    v.suspect.add("b");
+    assertEquals(Reason.ALL_PEERS_SKIPPED,
+        planner(cfg, "me", v, 0, new PeerHealth()).decide(t).reason());
   }
 
   @Test
