@@ -320,6 +320,33 @@ class LocalFailureTest {
     assertCounters(s);
   }
 
+  @Test
+  void aLocalFailureAfterTheLastForwardIsNotSentOnToAnotherPeer() {
+    // n1 to n3 hold the prefix and push back; after the third forward the request runs here,
+    // and the local engine fails it too: its forwards are used up, so it fails, though n4
+    // (which holds nothing and was never tried) would serve it
+    Cluster k = new Cluster(5, config(RoutingPolicy.COST_AWARE).build());
+    for (int i = 1; i <= 3; i++) {
+      k.c.warm("n" + i, concat(PREFIX, prompt(1, 40)));
+      k.engine(i).fault = Fault.BUSY;
+    }
+    k.engine(0).fault = Fault.BUSY;
+    InferenceRequest r = request("q", concat(PREFIX, prompt(9, 64)));
+
+    Throwable t = failure(k.submit("n0", r));
+
+    assertInstanceOf(EngineBusyException.class, t.getCause(), t.toString());
+    for (int i = 1; i <= 3; i++) {
+      assertEquals(1, k.engine(i).calls.get(), "n" + i + "'s engine");
+    }
+    assertEquals(1, k.engine(0).calls.get(), "the local engine, after the third forward");
+    assertEquals(0, k.engine(4).calls.get(), "a fourth forward");
+    NodeStats s = k.c.node("n0").stats();
+    assertEquals(3, s.fallbacks().get(FallbackCause.BUSY), s.fallbacks().toString());
+    assertEquals(1, s.failed());
+    assertCounters(s);
+  }
+
   @ParameterizedTest
   @EnumSource(value = Fault.class, names = {"INVALID", "TIMEOUT", "BAD_REQUEST"})
   void aPeersFailureThatIsNotRetryableIsNotTriedOnAnotherPeer(Fault fault) {
