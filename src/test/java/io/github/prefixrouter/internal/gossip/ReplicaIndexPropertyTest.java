@@ -26,6 +26,8 @@ class ReplicaIndexPropertyTest {
   static final int SLOTS = 6;
   static final long PER_SLOT = 40;
   static final long TOTAL = 150;
+  /** A total cap below what the slots hold together in most runs. */
+  static final long TIGHT_TOTAL = 20;
 
   /**
    * kind 0 add, 1 remove, 2 clearSlot, 3 query. Hashes come from a small pool (with 0). A clear
@@ -51,7 +53,21 @@ class ReplicaIndexPropertyTest {
 
   @Property
   void behavesLikeSetsPerSlot(@ForAll("ops") List<Op> ops) {
-    ReplicaIndex index = new ReplicaIndex(SLOTS, PER_SLOT, TOTAL, SEED);
+    behavesLikeSetsPerSlot(ops, PER_SLOT, TOTAL);
+  }
+
+  /**
+   * The same with a total cap the slots reach together long before any of them reaches its
+   * own: an add past the total is refused whichever slot it is for, and the pairs held never
+   * pass it (the bound on all replicas, {@code maxBlocksTotal} in docs/gossip.md).
+   */
+  @Property
+  void theTotalCapHoldsAcrossSlots(@ForAll("ops") List<Op> ops) {
+    behavesLikeSetsPerSlot(ops, PER_SLOT, TIGHT_TOTAL);
+  }
+
+  private static void behavesLikeSetsPerSlot(List<Op> ops, long perSlotCap, long totalCap) {
+    ReplicaIndex index = new ReplicaIndex(SLOTS, perSlotCap, totalCap, SEED);
     Map<Integer, Set<Long>> model = new HashMap<>();
     for (int s = 0; s < SLOTS; s++) {
       model.put(s, new HashSet<>());
@@ -63,7 +79,7 @@ class ReplicaIndexPropertyTest {
         case 0 -> {
           int total = model.values().stream().mapToInt(Set::size).sum();
           int expected =
-              set.contains(op.hash()) ? 0 : (set.size() >= PER_SLOT || total >= TOTAL) ? -1 : 1;
+              set.contains(op.hash()) ? 0 : (set.size() >= perSlotCap || total >= totalCap) ? -1 : 1;
           assertEquals(expected, index.add(op.slot(), op.hash()), "add " + op);
           if (expected == 1) {
             set.add(op.hash());
