@@ -16,10 +16,18 @@ import org.junit.jupiter.api.Test;
 
 class LongHashSetPropertyTest {
 
+  static final int POOL = LongLongMapPropertyTest.POOL;
+
+  /** Key k of the pool: 0 for k = 0; the map test's keys, half of which share a home slot. */
+  static long key(int k) {
+    return LongLongMapPropertyTest.key(k);
+  }
+
   @Provide
   Arbitrary<List<Long>> ops() {
-    // positive: add, negative: remove (of -x); small pool so removals hit; 0 included
-    return Arbitraries.longs().between(-40, 40).list().ofMaxSize(400);
+    // x >= 0: add key(x); x < 0: remove key(-x - 1), so that the zero key is removed too; a
+    // small pool so that removals hit, half of it sharing the last slot as home (see key)
+    return Arbitraries.longs().between(-POOL, POOL - 1).list().ofMaxSize(400);
   }
 
   @Property
@@ -27,16 +35,16 @@ class LongHashSetPropertyTest {
     LongHashSet set = new LongHashSet();
     Set<Long> model = new HashSet<>();
     for (long op : ops) {
-      long key = Math.abs(op) * 0x9E3779B97F4A7C15L;
+      long key = key((int) (op >= 0 ? op : -op - 1));
       if (op >= 0) {
-        assertEquals(model.add(key), set.add(key));
+        assertEquals(model.add(key), set.add(key), () -> "add " + key);
       } else {
-        assertEquals(model.remove(key), set.remove(key));
+        assertEquals(model.remove(key), set.remove(key), () -> "remove " + key);
       }
-      assertEquals(model.size(), set.size());
-      for (long k = 0; k <= 40; k++) {
-        long h = k * 0x9E3779B97F4A7C15L;
-        assertEquals(model.contains(h), set.contains(h));
+      assertEquals(model.size(), set.size(), () -> "size after " + op);
+      for (int k = 0; k < POOL; k++) {
+        long h = key(k);
+        assertEquals(model.contains(h), set.contains(h), () -> "contains " + h + " after " + op);
       }
     }
     long[] got = set.toArray();
