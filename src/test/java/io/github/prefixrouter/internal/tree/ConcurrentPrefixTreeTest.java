@@ -147,6 +147,26 @@ class ConcurrentPrefixTreeTest {
     assertEquals(10, t.match(b));
   }
 
+  /**
+   * Evicting a sibling leaves a node with one older child: the two stay apart, so the node's
+   * prefix keeps its later use and outlives a leaf used in between.
+   */
+  @Test
+  void aNodeLeftWithOneOlderChildKeepsItsOwnRecency() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(1).build();
+    t.insert(new int[] {1, 2, 5}); // use 1
+    t.insert(new int[] {1, 2, 3, 4}); // use 2: [1, 2] splits off, [5] keeps use 1
+    t.insert(new int[] {9}); // use 3
+    t.insert(new int[] {1, 2}); // use 4: only the prefix [1, 2]
+    assertEquals(1, t.evictTo(5)); // [5], the oldest; [1, 2] is left with the child [3, 4]
+    t.checkInvariants();
+    assertEquals(2, t.evictTo(3)); // [3, 4] (use 2)
+    assertEquals(1, t.evictTo(2)); // then [9] (use 3), not [1, 2] (use 4)
+    t.checkInvariants();
+    assertEquals(0, t.match(new int[] {9}));
+    assertEquals(2, t.match(new int[] {1, 2, 3}));
+  }
+
   @Test
   void leasePinsThePrefixUntilReleased() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(10).blockSize(4).build();
