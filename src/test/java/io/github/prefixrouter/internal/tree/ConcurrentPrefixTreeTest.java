@@ -167,6 +167,21 @@ class ConcurrentPrefixTreeTest {
     assertEquals(2, t.match(new int[] {1, 2, 3}));
   }
 
+  /** A released lease leaves its later-used prefix apart from the older rest of the edge. */
+  @Test
+  void aReleasedPrefixKeepsItsRecencyAboveAnOlderChild() {
+    ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(100).blockSize(1).build();
+    t.insert(new int[] {1, 2, 3, 4}); // use 1
+    t.insert(new int[] {9}); // use 2
+    t.acquire(new int[] {1, 2}).release(); // use 3 of [1, 2]; [3, 4] keeps use 1
+    t.checkInvariants();
+    assertEquals(2, t.evictTo(3)); // [3, 4] (use 1)
+    assertEquals(1, t.evictTo(2)); // then [9] (use 2), not [1, 2] (use 3)
+    t.checkInvariants();
+    assertEquals(0, t.match(new int[] {9}));
+    assertEquals(2, t.match(new int[] {1, 2, 3}));
+  }
+
   @Test
   void leasePinsThePrefixUntilReleased() {
     ConcurrentPrefixTree t = ConcurrentPrefixTree.builder().capacityTokens(10).blockSize(4).build();
