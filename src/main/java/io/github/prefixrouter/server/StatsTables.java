@@ -373,6 +373,12 @@ final class StatsTables {
                   + "answered 503 (a peer's forward: answered busy); not counted towards "
                   + "--engine-failures.",
               OpenAiCompatibleEngine.Stats::answerBudgetRefused)
+          .counter("connection_retries", E + "connection_retries_total",
+              "Requests and health probes sent a second time, at once, on a new connection, "
+                  + "because their first try lost its connection before any answer came (the "
+                  + "model server closed a pooled connection as idle as the request was written "
+                  + "to it).",
+              OpenAiCompatibleEngine.Stats::connectionRetries)
           .build();
 
   /** {@link PeerMessageStats}: {@code peer_messages} in {@code /v1/stats}. */

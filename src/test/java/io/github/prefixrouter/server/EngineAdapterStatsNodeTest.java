@@ -91,7 +91,7 @@ class EngineAdapterStatsNodeTest {
           + get(r, "/v1/stats"));
       assertEquals(Map.of("in_flight", 0L, "max_in_flight", 1L, "in_flight_refused", 0L,
           "answer_budget_bytes", budget, "answer_budget_held_bytes", 0L,
-          "answer_budget_refused", 0L), idle, "the engine section of an idle node");
+          "answer_budget_refused", 0L, "connection_retries", 0L), idle, "the engine section of an idle node");
 
       server.hold();
       CompletableFuture<HttpResponse<String>> held =
@@ -109,6 +109,7 @@ class EngineAdapterStatsNodeTest {
       atTheLimit.put("answer_budget_bytes", budget);
       atTheLimit.put("answer_budget_held_bytes", 0L);
       atTheLimit.put("answer_budget_refused", 0L);
+      atTheLimit.put("connection_retries", 0L);
       assertEquals(atTheLimit, section(r, "engine"),
           "one request outstanding at a limit of 1, one refused at it");
       Map<String, Double> m = metrics(r, E);
@@ -119,6 +120,7 @@ class EngineAdapterStatsNodeTest {
       expected.put(E + "answer_budget_bytes", (double) budget);
       expected.put(E + "answer_budget_held_bytes", 0.0);
       expected.put(E + "answer_budget_refused_total", 0.0);
+      expected.put(E + "connection_retries_total", 0.0);
       for (Map.Entry<String, Double> e : expected.entrySet()) {
         assertEquals(e.getValue(), m.get(e.getKey()),
             "/metrics' " + e.getKey() + " among " + m);

@@ -19,6 +19,7 @@ import io.github.prefixrouter.internal.json.OpenAiErrors;
 import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
+import io.github.prefixrouter.internal.wire.RetriedExchange;
 import io.github.prefixrouter.spi.CacheEventListener;
 import io.github.prefixrouter.spi.EngineBusyException;
 import io.github.prefixrouter.spi.EngineException;
@@ -209,7 +210,17 @@ import org.slf4j.LoggerFactory;
  * first HTTP client, whoever builds it: a host that built a JDK HTTP client before gets the
  * JDK's default, 1200 s, in every client of the JVM, this adapter's too, unless it puts
  * {@code -Djdk.httpclient.keepalive.timeout=20} on its command line (docs/deployment.md, "JVM
- * settings for the HTTP clients").
+ * settings for the HTTP clients"). uvicorn, which serves vLLM and SGLang, closes a connection
+ * idle for 5 s, so a request may be written to a pooled connection just as the server closes
+ * it, and fail before any byte of its answer ({@code "HTTP/1.1 header parser received no
+ * bytes"}, or a reset), which JDK 17's client does not send again for a POST. A request or
+ * health probe whose try fails with an I/O error before its answer's status line and headers
+ * came is therefore sent again, at once and once, on a new connection, within what is left of
+ * {@code requestTimeout} ({@link RetriedExchange}); a refused connection, a connect timeout,
+ * a timeout and an answer out of form are not. The server never read the first try, or lost
+ * its connection, on which vLLM and SGLang abort the request: no generation runs twice. A
+ * second failure fails the request as any connection failure. {@link #stats()} counts the
+ * second tries.
  *
  * <p><b>Cache events.</b> On its own the adapter reports no cache events, so the node runs its
  * tree in self-managed mode (an estimate of what the server caches). It reports the loss of the
@@ -290,6 +301,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final LongAdder inFlightRefused = new LongAdder();
   /** Requests failed because their answer could not get its share of {@link #answers}. */
   private final LongAdder answerBudgetRefused = new LongAdder();
+  /**
+   * Requests and probes sent a second time on a new connection: their first try lost its
+   * connection before any answer came ({@link RetriedExchange}).
+   */
+  private final LongAdder connectionRetries = new LongAdder();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
   private final RunsById<Running> running = new RunsById<>();
   /** The health probes in flight, until their answers' bodies have ended. */
@@ -478,11 +494,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     result.whenComplete((r, e) -> deadline.stop());
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.http().sendAsync(http, info -> {
+      call = send(http, info -> {
         deadline.headersArrived();
         serverAnswered();
         return capped(info, share);
-      });
+      }, () -> !result.isDone());
     } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
       // as it sends, say), a VirtualMachineError included: the request's one answer, its slot back
       result.completeExceptionally(new EngineException("cannot send request " + request.id() + ": " + e, true, e));
@@ -553,7 +569,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     idle.touch();
     CompletableFuture<HttpResponse<Object>> call;
     try {
-      call = client.http().sendAsync(http, info -> {
+      call = send(http, info -> {
         deadline.headersArrived();
         serverAnswered();
         if (info.statusCode() == 200 && isEventStream(info)) {
@@ -568,7 +584,7 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         idle.touch();
         return HttpResponse.BodySubscribers.mapping(heardFrom(capped(info, share), idle::touch),
             body -> (Object) body);
-      });
+      }, () -> !result.isDone());
     } catch (Throwable e) { // an Error too: see execute
       idle.stop();
       deadline.stop();
@@ -648,6 +664,19 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
         body.onComplete();
       }
     };
+  }
+
+  /**
+   * Sends {@code http} ({@link RetriedExchange}): once more, at once, on a new connection, when
+   * its first try fails with an I/O error before the answer's headers came (the race of a pooled
+   * connection with the server's idle close), within what is left of {@code requestTimeout},
+   * while {@code wanted} and the engine is open; each second try counted in {@link #stats}.
+   * Cancelling the future cancels the try in progress, closing its connection.
+   */
+  private <T> CompletableFuture<HttpResponse<T>> send(HttpRequest http,
+      HttpResponse.BodyHandler<T> handler, java.util.function.BooleanSupplier wanted) {
+    return RetriedExchange.send(client.http(), http, handler, requestTimeoutNanos,
+        () -> !closed && wanted.getAsBoolean(), connectionRetries::increment).future();
   }
 
   /**
@@ -1426,7 +1455,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   /**
    * What this adapter holds now and has refused since it was built: its requests outstanding at
    * the server against {@link Builder#maxInFlight}, and the heap its answers hold against
-   * {@link Builder#answerBudget}. Each figure is read on its own (no lock is held across them),
+   * {@link Builder#answerBudget}; and the requests and probes it sent a second time on a new
+   * connection. Each figure is read on its own (no lock is held across them),
    * so a snapshot taken while requests start and end may mix moments; cheap enough to read on
    * every scrape.
    *
@@ -1435,7 +1465,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   public Stats stats() {
     long budget = answers.capacity();
     return new Stats(Math.max(0, Math.min(inFlight.get(), maxInFlight)), maxInFlight,
-        inFlightRefused.sum(), budget, budget - answers.available(), answerBudgetRefused.sum());
+        inFlightRefused.sum(), budget, budget - answers.available(), answerBudgetRefused.sum(),
+        connectionRetries.sum());
   }
 
   /**
@@ -1453,6 +1484,10 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
    * @param answerBudgetRefused requests failed because their answer could not get its next share
    *     of the answer budget in time (the retryable failure naming {@code answerBudget}), each
    *     counted once
+   * @param connectionRetries requests and health probes sent a second time, at once, on a new
+   *     connection, because their first try failed with an I/O error before any answer came
+   *     (the server closed the pooled connection as the request was written to it, see
+   *     "Keep-alive" in the class comment); each counted once
    */
   public record Stats(
       int inFlight,
@@ -1460,7 +1495,25 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       long inFlightRefused,
       long answerBudgetBytes,
       long answerBudgetHeldBytes,
-      long answerBudgetRefused) {}
+      long answerBudgetRefused,
+      long connectionRetries) {
+
+    /**
+     * The stats without {@code connectionRetries} (0), the shape they had before it.
+     *
+     * @param inFlight requests outstanding now
+     * @param maxInFlight the most requests outstanding at once
+     * @param inFlightRefused requests refused at {@code maxInFlight}
+     * @param answerBudgetBytes the answer budget, in bytes
+     * @param answerBudgetHeldBytes the heap the answers hold now, in bytes
+     * @param answerBudgetRefused requests failed for their answer's share of the budget
+     */
+    public Stats(int inFlight, int maxInFlight, long inFlightRefused, long answerBudgetBytes,
+        long answerBudgetHeldBytes, long answerBudgetRefused) {
+      this(inFlight, maxInFlight, inFlightRefused, answerBudgetBytes, answerBudgetHeldBytes,
+          answerBudgetRefused, 0);
+    }
+  }
 
   /**
    * The requests the server runs at once, as configured.
@@ -1752,11 +1805,11 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     CompletableFuture<Integer> status = new CompletableFuture<>();
     CompletableFuture<HttpResponse<Void>> call;
     try {
-      call = client.http().sendAsync(hb.build(), info -> {
+      call = send(hb.build(), info -> {
         serverAnswered();
         status.complete(info.statusCode());
         return HttpResponse.BodySubscribers.discarding();
-      });
+      }, () -> true);
     } catch (Throwable e) { // a client ended by close(); an Error (of the host's proxy selector,
       // say, which the client asks as it sends) too, a VirtualMachineError included: no answer
       return CompletableFuture.failedFuture(e);

@@ -1,0 +1,235 @@
+package io.github.prefixrouter.engine.openai;
+
+import static io.github.prefixrouter.testing.RawConnections.readHead;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.prefixrouter.GenerationParams;
+import io.github.prefixrouter.InferenceRequest;
+import io.github.prefixrouter.spi.EngineException;
+import io.github.prefixrouter.spi.EngineResult;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The race of a pooled connection with the server's idle close: vLLM and SGLang (uvicorn) close
+ * a connection idle for 5 s, while the JDK client keeps it up to 20 s, so a request may be
+ * written to a connection just as the server closes it. The server never saw that request; the
+ * JDK client does not send a POST again, and the request failed as a retryable I/O failure,
+ * which the node counted against a healthy, idle server. Each server here is a raw socket that
+ * answers a first request on a keep-alive connection, then closes that connection as the next
+ * request arrives on it, without answering it (with a FIN, or a reset), and accepts new
+ * connections as usual: the race, made certain.
+ */
+class OpenAiCompatibleEngineKeepAliveTest {
+
+  private static final String ANSWER = "{\"choices\":[{\"index\":0,\"text\":\"ab\","
+      + "\"token_ids\":[1,2],\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":4}}";
+
+  private static InferenceRequest request(String id) {
+    return new InferenceRequest(id, new int[] {101, 7, 7, 9000},
+        new GenerationParams(2, 0.0, 0.9, 17L));
+  }
+
+  private static CompletableFuture<EngineResult> send(OpenAiCompatibleEngine e, String id,
+      boolean streamed) {
+    return streamed ? e.execute(request(id), (t, text) -> { }) : e.execute(request(id));
+  }
+
+  private static void write(OutputStream out, String s) throws IOException {
+    out.write(s.getBytes(StandardCharsets.UTF_8));
+    out.flush();
+  }
+
+  private static void answer(Socket conn, String body) throws IOException {
+    byte[] b = body.getBytes(StandardCharsets.UTF_8);
+    write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + "Content-Length: " + b.length + "\r\n\r\n" + body);
+  }
+
+  /** Closes {@code conn} without answering: with a FIN, or with a reset. */
+  private static void drop(Socket conn, boolean reset) throws IOException {
+    if (reset) {
+      conn.setSoLinger(true, 0);
+    }
+    conn.close();
+  }
+
+  /** The next connection, or an error saying that none came and how {@code f} ended. */
+  private static Socket next(ServerSocket raw, CompletableFuture<?> f) throws Exception {
+    try {
+      return raw.accept();
+    } catch (SocketTimeoutException none) {
+      String how;
+      try {
+        how = "it completed with " + f.getNow(null);
+      } catch (Exception failed) {
+        how = "it failed with " + failed.getCause();
+      }
+      throw new AssertionError("the request was not sent again on a new connection within "
+          + raw.getSoTimeout() + " ms: " + (f.isDone() ? how : "it is still waiting"), none);
+    }
+  }
+
+  @ParameterizedTest(name = "streamed: {0}, reset: {1}")
+  @CsvSource({"false,false", "false,true", "true,false", "true,true"})
+  void aRequestTheServerClosedItsPooledConnectionOnIsSentAgainOnANewOne(boolean streamed,
+      boolean reset) throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(30)).build()) {
+      raw.setSoTimeout(10_000);
+      CompletableFuture<EngineResult> first = send(e, "r1", streamed);
+      try (Socket conn = raw.accept()) {
+        ScriptedOpenAiServer.readRequest(conn);
+        answer(conn, ANSWER);
+        assertEquals("ab", first.get(20, TimeUnit.SECONDS).text());
+        // the next request goes out on the pooled connection, which the server closes as it
+        // arrives, without answering it
+        CompletableFuture<EngineResult> second = send(e, "r2", streamed);
+        ScriptedOpenAiServer.readRequest(conn);
+        drop(conn, reset);
+        try (Socket again = next(raw, second)) {
+          ScriptedOpenAiServer.readRequest(again);
+          answer(again, ANSWER);
+          assertEquals("ab", second.get(20, TimeUnit.SECONDS).text());
+        }
+      }
+      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  /**
+   * A server that closes every connection as a request arrives, without answering (a server
+   * that crashes as it takes each request): the request is sent again once, not more, and then
+   * fails as before, retryable.
+   */
+  @ParameterizedTest(name = "streamed: {0}")
+  @ValueSource(booleans = {false, true})
+  void aRequestIsSentAgainOnlyOnce(boolean streamed) throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(30)).build()) {
+      raw.setSoTimeout(10_000);
+      CompletableFuture<EngineResult> f = send(e, "r1", streamed);
+      for (int i = 0; i < 2; i++) {
+        try (Socket conn = next(raw, f)) {
+          ScriptedOpenAiServer.readRequest(conn);
+          drop(conn, false);
+        }
+      }
+      ExecutionException x = assertThrows(ExecutionException.class,
+          () -> f.get(20, TimeUnit.SECONDS));
+      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+      assertTrue(err.retryable(), err.toString());
+      assertTrue(err.getMessage().contains("I/O failure"), err.getMessage());
+      raw.setSoTimeout(1_000);
+      assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
+      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  /**
+   * A server that answers nothing at all where nothing listens still fails at once, tried once:
+   * a refused connection is no race with an idle close.
+   */
+  @Test
+  void aRefusedConnectionIsNotSentAgain() throws Exception {
+    int port;
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      port = s.getLocalPort();
+    }
+    try (OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:" + port).build()) {
+      ExecutionException x = assertThrows(ExecutionException.class,
+          () -> e.execute(request("r1")).get(20, TimeUnit.SECONDS));
+      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+      assertTrue(err.getMessage().contains("server unreachable"), err.getMessage());
+      assertEquals(0, e.stats().connectionRetries(), e.stats().toString());
+    }
+  }
+
+  /**
+   * The health probe ({@code GET /health}, then {@code GET /v1/models}) on a pooled connection
+   * the server closes as the probe arrives: it is sent again on a new connection and the server
+   * is healthy. JDK 17's client sends a GET again itself when its pooled connection was closed
+   * before any byte of the answer (as here): the adapter sends it again only when that second
+   * try fails the same way, so it counts at most one here.
+   */
+  @ParameterizedTest(name = "reset: {0}")
+  @ValueSource(booleans = {false, true})
+  void aHealthProbeTheServerClosedItsPooledConnectionOnIsSentAgain(boolean reset)
+      throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 8, InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(30)).build()) {
+      AtomicInteger dropped = new AtomicInteger();
+      Thread acceptor = new Thread(() -> {
+        while (!raw.isClosed()) {
+          try {
+            Socket conn = raw.accept();
+            Thread t = new Thread(() -> serveProbes(conn, reset, dropped));
+            t.setDaemon(true);
+            t.start();
+          } catch (IOException closed) {
+            return;
+          }
+        }
+      });
+      acceptor.setDaemon(true);
+      acceptor.start();
+      assertEquals(200, e.healthStatus().get(20, TimeUnit.SECONDS));
+      Thread.sleep(300); // the probe's connections back in the client's pool
+      CompletableFuture<Integer> second = e.healthStatus();
+      assertEquals(200, second.get(20, TimeUnit.SECONDS));
+      assertEquals(1, dropped.get(), "the second probe did not come on a pooled connection");
+      assertTrue(e.stats().connectionRetries() <= 1, e.stats().toString());
+    }
+  }
+
+  /**
+   * Answers the probes that come on {@code conn}, 200 each, but the first request of the test
+   * that comes on a connection that served one already: that connection is closed unanswered.
+   */
+  private static void serveProbes(Socket conn, boolean reset, AtomicInteger dropped) {
+    try (conn) {
+      int served = 0;
+      while (true) {
+        String head = readHead(conn);
+        if (served > 0 && dropped.compareAndSet(0, 1)) {
+          drop(conn, reset);
+          return;
+        }
+        if (head.startsWith("GET /health ")) {
+          write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        } else {
+          answer(conn, "{\"data\":[]}");
+        }
+        served++;
+      }
+    } catch (IOException | AssertionError ended) {
+      // the client closed the connection
+    }
+  }
+}
