@@ -9,6 +9,7 @@ import io.github.prefixrouter.internal.json.OpenAiErrors;
 import io.github.prefixrouter.internal.wire.BodyBudget;
 import io.github.prefixrouter.internal.wire.CappedBody;
 import io.github.prefixrouter.internal.wire.JdkHttpClients;
+import io.github.prefixrouter.internal.wire.RetriedExchange;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
@@ -63,8 +64,12 @@ import org.slf4j.LoggerFactory;
  *       once, no such endpoint, no answer within the timeout, an answer above the size cap or
  *       not of the shape above, one that would take more heap once parsed than 16 MiB and 6
  *       bytes a character, which token ids never pass, one whose parse throws, an
- *       {@link Error} too) is the tokenizer's. An answer that cannot get its share of
- *       the answer budget is neither's: this node is short of heap for a while
+ *       {@link Error} too) is the tokenizer's. A request whose try fails with an I/O error
+ *       before the answer's status line and headers came (the server closed the pooled
+ *       connection as idle as the request was written to it: uvicorn, which serves vLLM and
+ *       SGLang, closes a connection idle for 5 s) is first sent again, at once and once, on a
+ *       new connection, within what is left of the timeout. An answer that cannot get its
+ *       share of the answer budget is neither's: this node is short of heap for a while
  *       ({@link TokenizeException#budgetRefused()}; the client port answers 503 with
  *       {@code Retry-After}).
  * </ul>
@@ -450,8 +455,12 @@ final class EngineTokenizer implements PromptTokenizer {
     BodyBudget.Share share = answers.share();
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
-      call = client.http().sendAsync(request, info -> CappedBody.orFail(info, maxAnswerBytes,
-          what -> new TokenizeException("tokenizer failed: its " + what, false, null), share));
+      // sent once more on a new connection when the server closed a pooled one as idle as the
+      // request was written to it (RetriedExchange): the server never read it
+      call = RetriedExchange.send(client.http(), request, info -> CappedBody.orFail(info,
+              maxAnswerBytes,
+              what -> new TokenizeException("tokenizer failed: its " + what, false, null), share),
+          timeout.toNanos(), () -> !closed, () -> { }).future();
     } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
       // as it sends, say), a VirtualMachineError included: the future fails, its share closed
       share.close();

@@ -1,0 +1,100 @@
+package io.github.prefixrouter.server;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The tokenizer against a server that closes a pooled connection as idle just as the next
+ * {@code POST /tokenize} is written to it (uvicorn, which serves vLLM and SGLang, closes a
+ * connection idle for 5 s; the JDK client keeps it 20 s): the server never saw that request,
+ * which is sent again on a new connection instead of failing as the tokenizer's fault.
+ */
+class EngineTokenizerKeepAliveTest {
+
+  private static final String ANSWER = "{\"tokens\":[1,2,3],\"count\":3}";
+
+  @ParameterizedTest(name = "reset: {0}")
+  @ValueSource(booleans = {false, true})
+  void aTokenizationTheServerClosedItsPooledConnectionOnIsSentAgain(boolean reset)
+      throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
+      EngineTokenizer tokenizer = new EngineTokenizer(
+          URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
+          Duration.ofSeconds(2), Duration.ofSeconds(30), 1 << 20);
+      try {
+        raw.setSoTimeout(10_000);
+        CompletableFuture<PromptTokenizer.Tokenized> first = tokenizer.tokenize("m", "hi");
+        try (Socket conn = raw.accept()) {
+          readRequest(conn);
+          answer(conn);
+          assertArrayEquals(new int[] {1, 2, 3}, first.get(20, TimeUnit.SECONDS).tokens());
+          CompletableFuture<PromptTokenizer.Tokenized> second = tokenizer.tokenize("m", "ho");
+          readRequest(conn);
+          if (reset) {
+            conn.setSoLinger(true, 0);
+          }
+          conn.close();
+          Socket again;
+          try {
+            again = raw.accept();
+          } catch (SocketTimeoutException none) {
+            String how;
+            try {
+              how = "it completed with " + second.getNow(null);
+            } catch (Exception failed) {
+              how = "it failed with " + failed.getCause();
+            }
+            throw new AssertionError("the tokenization was not sent again on a new connection: "
+                + (second.isDone() ? how : "it is still waiting"), none);
+          }
+          try (again) {
+            readRequest(again);
+            answer(again);
+            assertArrayEquals(new int[] {1, 2, 3}, second.get(20, TimeUnit.SECONDS).tokens());
+          }
+        }
+      } finally {
+        tokenizer.close();
+      }
+    }
+  }
+
+  private static void readRequest(Socket conn) throws IOException {
+    conn.setSoTimeout(10_000);
+    InputStream in = conn.getInputStream();
+    StringBuilder head = new StringBuilder();
+    while (!head.toString().endsWith("\r\n\r\n")) {
+      int b = in.read();
+      if (b < 0) {
+        throw new IOException("the request ended early: " + head);
+      }
+      head.append((char) b);
+    }
+    Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+    if (m.find()) {
+      in.readNBytes(Integer.parseInt(m.group(1)));
+    }
+  }
+
+  private static void answer(Socket conn) throws IOException {
+    byte[] b = ANSWER.getBytes(StandardCharsets.UTF_8);
+    conn.getOutputStream().write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + "Content-Length: " + b.length + "\r\n\r\n" + ANSWER).getBytes(StandardCharsets.UTF_8));
+    conn.getOutputStream().flush();
+  }
+}
