@@ -80,6 +80,26 @@ class CacheSpaceTest {
     assertEquals(1.0, last);
   }
 
+  /**
+   * A block stored again and evicted again while the older generation still holds it stays in
+   * the record once: entered twice, it would accrue exposure twice and price space too low.
+   */
+  @Test
+  void aBlockEvictedAgainWhileInTheOlderGenerationIsRecordedOnce() {
+    CacheSpace s = space();
+    for (long h = 1; h <= 33; h++) { // 1..32 fill a generation; 33 starts the next
+      s.onEvicted(new long[] {h});
+    }
+    s.onEvicted(new long[] {5}); // 5 is still in the older generation
+    for (long h = 100; h <= 125; h++) {
+      s.onEvicted(new long[] {h});
+    }
+    s.onStored(new long[] {5});
+    // 60 evictions; exposure: the older generation 32 × 60 - (1 + ... + 32) = 1392, the
+    // current one (33 and 100..125, entered at 33 and 35..60) 27 × 60 - 1268 = 352
+    assertEquals(64.0 / (1392 + 352), s.reusesPerResidency(), 1e-12);
+  }
+
   @Test
   void contentEvictedLongerAgoThanTheRecordHoldsIsNotFound() {
     // each block comes back 100 evictions after it left: the record holds at most 64
