@@ -44,6 +44,8 @@ final class SimCluster {
   java.util.function.BiPredicate<PeerAddress, byte[]> refuse;
   /** Told of every send that did not throw: (sender, payload); null for none. */
   java.util.function.BiConsumer<PeerAddress, byte[]> taken;
+  /** Sends lost on the way: (sender, payload) for which the message is dropped; null for none. */
+  java.util.function.BiPredicate<PeerAddress, byte[]> drop;
 
   SimCluster(long seed, GossipConfig config) {
     this(seed, config, 0L);
@@ -132,6 +134,9 @@ final class SimCluster {
       return;
     }
     if (cut.contains(from.address() + "|" + to.address())) {
+      return;
+    }
+    if (drop != null && drop.test(from, payload)) {
       return;
     }
     if (loss > 0 && net.nextDouble() < loss) {

@@ -171,6 +171,39 @@ class TruncatedReplicaRecoveryTest {
     }
   }
 
+  /**
+   * A refreshing replica asks for the fresh copy in the exchanges its origin starts as well as
+   * in its own: here every SYN of the replica is lost, so only the origin's exchanges, which
+   * bring news of an origin still storing, can bring it the whole set again.
+   */
+  @Test
+  void aRefreshIsAnsweredInTheExchangesTheOriginStarts() {
+    SimCluster c = SimCluster.of(2, 23, CONFIG);
+    converge(c);
+    GossipEngine owner = growPastTheCap(c);
+    GossipEngine replica = c.nodes.get(1);
+    GossipCodec wire = new GossipCodec(1 << 20, 1_000);
+    c.drop = (from, p) -> from.nodeId().equals(replica.self().nodeId()) && isSyn(wire, p);
+    owner.localSummary().onEvicted(blocks(0, 150)); // 150 left: below 7/8 of the cap
+    c.runFor(5 * c.interval());
+    for (int b = 0; b < 10; b++) { // one more block an interval: 160
+      owner.localSummary().onStored(blocks(1_000 + b, 1));
+      c.runFor(c.interval());
+    }
+    c.runFor(5 * c.interval());
+    assertTrue(replica.counter(GossipCounter.REPLICA_REFRESHES) >= 1);
+    assertEquals(160, replica.replicaOf("node-0").length);
+    assertFalse(truncatedAtEveryPeer(c, "node-0"));
+  }
+
+  private static boolean isSyn(GossipCodec wire, byte[] payload) {
+    try {
+      return wire.decode(payload) instanceof Syn;
+    } catch (Exception e) {
+      throw new AssertionError(e);
+    }
+  }
+
   /** Returns the snapshots each node installed after the origin shrank. */
   static long[] growShrinkAndConverge(GossipConfig config, long seed) {
     SimCluster c = SimCluster.of(3, seed, config);
