@@ -177,11 +177,19 @@ class StreamingTest {
     }
   }
 
-  @Test
-  void aForwardThatFailsMidStreamFallsBackAndTheStreamStaysSeamless() {
-    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
+  /**
+   * Longest-prefix routing with every piece streamed at once and short peer timeouts, so that a
+   * forward failing mid-stream falls back within the test's simulated time.
+   */
+  private static RouterConfig fallbackConfig() {
+    return RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
         .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
         .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+  }
+
+  @Test
+  void aForwardThatFailsMidStreamFallsBackAndTheStreamStaysSeamless() {
+    RouterConfig cfg = fallbackConfig();
     // n0's engine streams pieces of 5 tokens, n1's of 4: the fallback's pieces straddle what
     // the client already has
     OracleCluster.Hooks h = new OracleCluster.Hooks();
@@ -211,9 +219,7 @@ class StreamingTest {
    */
   @Test
   void noStreamTagOutlivesItsAttempt() {
-    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
-        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    RouterConfig cfg = fallbackConfig();
     OracleCluster c = new OracleCluster(3, cfg, 1).rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(9, 40)));
     c.warm("n2", concat(PREFIX, prompt(9, 40)));
@@ -248,9 +254,7 @@ class StreamingTest {
 
   @Test
   void aRequestWithStopsFallsBackMidStreamToTheSameCutOutput() {
-    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
-        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    RouterConfig cfg = fallbackConfig();
     OracleCluster c = new OracleCluster(2, cfg, 1).rtt(Duration.ofMillis(1)).start();
     c.warm("n1", concat(PREFIX, prompt(9, 40)));
     InferenceRequest plain = generating("r1", 1, 60);
@@ -306,9 +310,7 @@ class StreamingTest {
 
   @Test
   void attemptsThatDisagreeFailTheRequestWithATypedError() {
-    RouterConfig cfg = RouterConfig.builder().policy(RoutingPolicy.LONGEST_PREFIX)
-        .initialPrefillNanosPerToken(200_000).coldPlacement(false).streamInterval(Duration.ZERO)
-        .peerTimeouts(Duration.ofMillis(400), Duration.ofSeconds(4)).build();
+    RouterConfig cfg = fallbackConfig();
     OracleCluster.Hooks h = new OracleCluster.Hooks();
     AtomicInteger salts = new AtomicInteger();
     h.engineWrap = e -> skewed(e, salts.incrementAndGet());
