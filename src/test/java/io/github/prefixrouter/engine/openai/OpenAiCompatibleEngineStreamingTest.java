@@ -1000,13 +1000,17 @@ class OpenAiCompatibleEngineStreamingTest {
     assertEquals("a", r.text());
   }
 
+  /** A whole plain (non-streamed) answer of 70 bytes: "ab", tokens 1 and 2, cut at length. */
+  private static final byte[] PLAIN_ANSWER =
+      "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
+          .getBytes(StandardCharsets.UTF_8);
+
   @Test
   void aPlainAnswerToAStreamedRequestThatGoesSilentFailsAtItsIdleBound() throws Exception {
     // a server that ignores "stream" and answers plain JSON, of which it sends a few bytes and
     // then nothing: the request fails at the idle bound as a silent stream does, not only at
     // requestTimeout
-    byte[] answer = "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
-        .getBytes(StandardCharsets.UTF_8);
+    byte[] answer = PLAIN_ANSWER;
     server.behaviour.set((ex, body) -> {
       ex.getResponseHeaders().add("Content-Type", "application/json");
       ex.sendResponseHeaders(200, answer.length);
@@ -1024,8 +1028,7 @@ class OpenAiCompatibleEngineStreamingTest {
   void aPlainAnswerToAStreamedRequestWhosePartsComeWithinItsIdleBoundRunsPastIt() throws Exception {
     // the bound is between parts of the body, not on the whole body: parts 1 s apart, 3 s in
     // all, outlast a bound of 2 s and complete
-    byte[] answer = "{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2],\"finish_reason\":\"length\"}]}"
-        .getBytes(StandardCharsets.UTF_8);
+    byte[] answer = PLAIN_ANSWER;
     server.behaviour.set((ex, body) -> {
       ex.getResponseHeaders().add("Content-Type", "application/json");
       ex.sendResponseHeaders(200, answer.length);
