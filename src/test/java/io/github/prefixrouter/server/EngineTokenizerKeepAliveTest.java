@@ -2,8 +2,8 @@ package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 
+import io.github.prefixrouter.testing.RawConnections;
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -13,8 +13,6 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -40,11 +38,11 @@ class EngineTokenizerKeepAliveTest {
         raw.setSoTimeout(10_000);
         CompletableFuture<PromptTokenizer.Tokenized> first = tokenizer.tokenize("m", "hi");
         try (Socket conn = raw.accept()) {
-          readRequest(conn);
+          RawConnections.readRequest(conn);
           answer(conn);
           assertArrayEquals(new int[] {1, 2, 3}, first.get(20, TimeUnit.SECONDS).tokens());
           CompletableFuture<PromptTokenizer.Tokenized> second = tokenizer.tokenize("m", "ho");
-          readRequest(conn);
+          RawConnections.readRequest(conn);
           if (reset) {
             conn.setSoLinger(true, 0);
           }
@@ -63,7 +61,7 @@ class EngineTokenizerKeepAliveTest {
                 + (second.isDone() ? how : "it is still waiting"), none);
           }
           try (again) {
-            readRequest(again);
+            RawConnections.readRequest(again);
             answer(again);
             assertArrayEquals(new int[] {1, 2, 3}, second.get(20, TimeUnit.SECONDS).tokens());
           }
@@ -71,23 +69,6 @@ class EngineTokenizerKeepAliveTest {
       } finally {
         tokenizer.close();
       }
-    }
-  }
-
-  private static void readRequest(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      if (b < 0) {
-        throw new IOException("the request ended early: " + head);
-      }
-      head.append((char) b);
-    }
-    Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-    if (m.find()) {
-      in.readNBytes(Integer.parseInt(m.group(1)));
     }
   }
 

@@ -7,6 +7,8 @@ import java.io.InputStream;
 import java.net.Socket;
 import java.net.SocketException;
 import java.net.SocketTimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The server side of a raw HTTP connection an HTTP client opened to a test's socket: the
@@ -33,6 +35,23 @@ public final class RawConnections {
       head.append((char) b);
     }
     return head.toString();
+  }
+
+  /**
+   * Reads a request's line, headers and body, which must have a {@code Content-Length} (10 s at
+   * most between two bytes).
+   *
+   * @param conn the server's side of the connection
+   * @return the connection's input, positioned after the request
+   * @throws IOException if the read fails or times out
+   */
+  public static InputStream readRequest(Socket conn) throws IOException {
+    String head = readHead(conn);
+    Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
+    assertTrue(m.find(), head);
+    InputStream in = conn.getInputStream();
+    in.readNBytes(Integer.parseInt(m.group(1)));
+    return in;
   }
 
   /**

@@ -1,7 +1,5 @@
 package io.github.prefixrouter.engine.openai;
 
-import static org.junit.jupiter.api.Assertions.assertTrue;
-
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.github.prefixrouter.internal.json.Json;
@@ -18,8 +16,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * A fake OpenAI-compatible server on loopback whose {@code POST /v1/completions} does what the
@@ -128,18 +124,7 @@ final class ScriptedOpenAiServer implements AutoCloseable {
    * @return the connection's input, past the request
    */
   static InputStream readRequest(Socket conn) throws IOException {
-    conn.setSoTimeout(10_000);
-    InputStream in = conn.getInputStream();
-    StringBuilder head = new StringBuilder();
-    while (!head.toString().endsWith("\r\n\r\n")) {
-      int b = in.read();
-      assertTrue(b >= 0, "the request ended early");
-      head.append((char) b);
-    }
-    Matcher m = Pattern.compile("(?i)content-length:\\s*(\\d+)").matcher(head);
-    assertTrue(m.find(), head.toString());
-    in.readNBytes(Integer.parseInt(m.group(1)));
-    return in;
+    return io.github.prefixrouter.testing.RawConnections.readRequest(conn);
   }
 
   /** Sends a JSON answer: {@code status}, and {@code body} unless it is empty. */
