@@ -91,7 +91,8 @@ class InMemoryNetworkFaultsTest {
     return new Run(sentAt, arrivedAt, net);
   }
 
-  private static Transport.InboundHandler echo() {
+  /** A handler that ignores messages and answers each request with its own payload. */
+  static Transport.InboundHandler echo() {
     return new Transport.InboundHandler() {
       @Override
       public void onMessage(PeerAddress from, byte[] payload) {}

@@ -22,25 +22,13 @@ class InMemoryNetworkWrongIdTest {
 
   private static final long MINUTE = 60_000_000_000L;
 
-  private static Transport.InboundHandler echo() {
-    return new Transport.InboundHandler() {
-      @Override
-      public void onMessage(PeerAddress from, byte[] payload) {}
-
-      @Override
-      public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
-        return CompletableFuture.completedFuture(payload);
-      }
-    };
-  }
-
   @Test
   void aMessageToAnotherIdAtAnAddressIsWarnedOfOncePerAddressAndId() {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
     Transport a = net.transport("a");
-    a.start(echo());
-    net.transport("b").start(echo());
+    a.start(InMemoryNetworkFaultsTest.echo());
+    net.transport("b").start(InMemoryNetworkFaultsTest.echo());
     PeerAddress wrong = new PeerAddress("c", "mem:b");
     List<String> lines = LoggedLines.logged("the node at mem:b is b, not c", () -> {
       a.send(wrong, new byte[] {1});
@@ -57,8 +45,8 @@ class InMemoryNetworkWrongIdTest {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
     Transport a = net.transport("a");
-    a.start(echo());
-    net.transport("b").start(echo());
+    a.start(InMemoryNetworkFaultsTest.echo());
+    net.transport("b").start(InMemoryNetworkFaultsTest.echo());
     CompletableFuture<byte[]>[] f = new CompletableFuture[1];
     List<String> lines = LoggedLines.logged("the node at mem:b is b, not c", () -> {
       f[0] = a.request(new PeerAddress("c", "mem:b"), new byte[] {1}, Duration.ofSeconds(5));
@@ -78,8 +66,8 @@ class InMemoryNetworkWrongIdTest {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
     Transport a = net.transport("a");
-    a.start(echo());
-    net.transport("b").start(echo());
+    a.start(InMemoryNetworkFaultsTest.echo());
+    net.transport("b").start(InMemoryNetworkFaultsTest.echo());
     List<String> lines = LoggedLines.logged("the node at mem:b is b, not", () -> {
       for (int i = 0; i < 13; i++) {
         a.send(new PeerAddress("w" + i, "mem:b"), new byte[] {1});
@@ -106,8 +94,8 @@ class InMemoryNetworkWrongIdTest {
       throw new IllegalStateException("clock shut down");
     }, sim, new java.util.SplittableRandom(1));
     Transport a = net.transport("a");
-    a.start(echo());
-    net.transport("b").start(echo());
+    a.start(InMemoryNetworkFaultsTest.echo());
+    net.transport("b").start(InMemoryNetworkFaultsTest.echo());
     List<String> lines = LoggedLines.logged("the node at mem:b is b, not c", () -> {
       a.send(new PeerAddress("c", "mem:b"), new byte[] {1});
       a.send(new PeerAddress("b", "mem:b"), new byte[] {1});
@@ -123,8 +111,8 @@ class InMemoryNetworkWrongIdTest {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, 1);
     Transport a = net.transport("a");
-    a.start(echo());
-    net.transport("b").start(echo());
+    a.start(InMemoryNetworkFaultsTest.echo());
+    net.transport("b").start(InMemoryNetworkFaultsTest.echo());
     List<String> lines = LoggedLines.logged("the node at", () -> {
       a.send(new PeerAddress("b", "mem:b"), new byte[] {1});
       a.send(new PeerAddress("x", "mem:x"), new byte[] {1});
