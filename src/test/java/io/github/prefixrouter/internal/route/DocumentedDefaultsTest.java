@@ -131,7 +131,8 @@ class DocumentedDefaultsTest {
 
   /**
    * The defaults README.md states in its prose (Design, Routing decision): the hop limit, the
-   * engine stall timeout, the stream interval and the prefix hash cache's size.
+   * engine stall timeout, the failing engine's limit and cool-down, the stream interval and the
+   * prefix hash cache's size.
    */
   @Test
   void readmeStatesTheDefaults() throws IOException {
@@ -140,6 +141,8 @@ class DocumentedDefaultsTest {
     for (String stated : List.of(
         "forwarded work refused above a high watermark; hop limit " + c.hopLimit() + ";",
         "no output and no answer of any request for " + render(c.engineStallTimeout()) + ")",
+        "failed " + c.engineFailureLimit() + " requests in a row",
+        "one request at most every " + render(c.failureCooldown()) + " until one succeeds",
         "at most one per `streamInterval`, " + render(c.streamInterval()) + ")",
         "`PrefixHashCache`: at most " + PrefixHashCache.SETS * PrefixHashCache.WAYS
             + " entries of up to " + String.format("%,d",
