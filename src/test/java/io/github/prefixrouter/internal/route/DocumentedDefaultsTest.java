@@ -139,7 +139,7 @@ class DocumentedDefaultsTest {
     RouterConfig c = RouterConfig.defaults();
     String readme = Files.readString(Path.of("README.md")).replaceAll("\\s+", " ");
     for (String stated : List.of(
-        "forwarded work refused above a high watermark; hop limit " + c.hopLimit() + ";",
+        "reaches a high watermark; hop limit " + c.hopLimit() + ";",
         "no output and no answer of any request for " + render(c.engineStallTimeout()) + ")",
         "failed " + c.engineFailureLimit() + " requests in a row",
         "one request at most every " + render(c.failureCooldown()) + " until one succeeds",
