@@ -209,7 +209,7 @@ public final class RouterConfig {
       p.add("lowWatermark must be >= 0, was " + lowWatermark);
     }
     if (highWatermark < 1) {
-      p.add("highWatermark must be >= 1 (queued requests above which forwarded work is refused)"
+      p.add("highWatermark must be >= 1 (engine queue depth at which forwarded work is refused)"
           + ", was " + highWatermark);
     }
     if (lowWatermark >= highWatermark) {
