@@ -30,6 +30,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -68,7 +69,8 @@ import org.slf4j.LoggerFactory;
  *       before the answer's status line and headers came (the server closed the pooled
  *       connection as idle as the request was written to it: uvicorn, which serves vLLM and
  *       SGLang, closes a connection idle for 5 s) is first sent again, at once and once, on a
- *       new connection, within what is left of the timeout. An answer that cannot get its
+ *       new connection, within what is left of the timeout, and counted
+ *       ({@link Stats#connectionRetries}). An answer that cannot get its
  *       share of the answer budget is neither's: this node is short of heap for a while
  *       ({@link TokenizeException#budgetRefused()}; the client port answers 503 with
  *       {@code Retry-After}).
@@ -142,6 +144,11 @@ final class EngineTokenizer implements PromptTokenizer {
       new ConcurrentHashMap<>();
   /** Whether a 401 or 403 was logged: once per tokenizer. */
   private final AtomicBoolean keyRefusalLogged = new AtomicBoolean();
+  /**
+   * Tokenizations sent a second time, at once, on a new connection, because their first try
+   * lost its connection before any answer came ({@link RetriedExchange}).
+   */
+  private final LongAdder connectionRetries = new LongAdder();
 
   private static final Logger log = LoggerFactory.getLogger(EngineTokenizer.class);
 
@@ -277,13 +284,16 @@ final class EngineTokenizer implements PromptTokenizer {
    *     bytes ({@code --tokenizer-answer-budget})
    * @param answerBudgetHeldBytes the heap those answers hold now, in bytes: their bodies, texts
    *     and parses, taken from the answer budget
+   * @param connectionRetries tokenizations sent a second time, at once, on a new connection,
+   *     because their first try lost its connection before any answer came (the server closed a
+   *     pooled connection as idle as the request was written to it)
    */
-  record Stats(long answerBudgetBytes, long answerBudgetHeldBytes) {}
+  record Stats(long answerBudgetBytes, long answerBudgetHeldBytes, long connectionRetries) {}
 
   /** A snapshot for {@code /v1/stats} and {@code /metrics}; thread-safe. */
   Stats stats() {
     long budget = answers.capacity();
-    return new Stats(budget, budget - answers.available());
+    return new Stats(budget, budget - answers.available(), connectionRetries.sum());
   }
 
   /** The names of this tokenizer's threads begin with this. */
@@ -456,11 +466,11 @@ final class EngineTokenizer implements PromptTokenizer {
     CompletableFuture<HttpResponse<byte[]>> call;
     try {
       // sent once more on a new connection when the server closed a pooled one as idle as the
-      // request was written to it (RetriedExchange): the server never read it
+      // request was written to it (RetriedExchange): the server never read it; counted
       call = RetriedExchange.send(client.http(), request, info -> CappedBody.orFail(info,
               maxAnswerBytes,
               what -> new TokenizeException("tokenizer failed: its " + what, false, null), share),
-          timeout.toNanos(), () -> !closed, () -> { }).future();
+          timeout.toNanos(), () -> !closed, connectionRetries::increment).future();
     } catch (Throwable e) { // an Error too (of the host's proxy selector, which the client asks
       // as it sends, say), a VirtualMachineError included: the future fails, its share closed
       share.close();

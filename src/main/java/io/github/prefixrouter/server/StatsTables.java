@@ -491,6 +491,12 @@ final class StatsTables {
                   + "(--tokenizer-answer-budget); the requests refused their share are counted "
                   + "in prefix_router_client_rejected_busy_total.",
               EngineTokenizer.Stats::answerBudgetHeldBytes)
+          .counter("connection_retries", TK + "connection_retries_total",
+              "Tokenizations (POST /tokenize) sent a second time, at once, on a new connection, "
+                  + "because their first try lost its connection before any answer came (the "
+                  + "server closed a pooled connection as idle as the request was written to "
+                  + "it).",
+              EngineTokenizer.Stats::connectionRetries)
           .build();
 
   private static final String L = P + "tree_";

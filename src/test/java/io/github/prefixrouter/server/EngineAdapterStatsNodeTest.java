@@ -151,7 +151,8 @@ class EngineAdapterStatsNodeTest {
             "--tokenizer", tokenizer.uri("/tokenize").toString(),
             "--tokenizer-answer-budget", "25m")) {
       long budget = 25L << 20;
-      assertEquals(Map.of("answer_budget_bytes", budget, "answer_budget_held_bytes", 0L),
+      assertEquals(Map.of("answer_budget_bytes", budget, "answer_budget_held_bytes", 0L,
+              "connection_retries", 0L),
           section(r, "tokenizer"), "/v1/stats' tokenizer section with --tokenizer URL: "
               + get(r, "/v1/stats"));
       http.sendAsync(HttpRequest.newBuilder(
@@ -169,7 +170,8 @@ class EngineAdapterStatsNodeTest {
       }
       Map<String, Double> m = metrics(r, "prefix_router_tokenizer_");
       assertEquals(Map.of("prefix_router_tokenizer_answer_budget_bytes", (double) budget,
-          "prefix_router_tokenizer_answer_budget_held_bytes", (double) answer), m,
+          "prefix_router_tokenizer_answer_budget_held_bytes", (double) answer,
+          "prefix_router_tokenizer_connection_retries_total", 0.0), m,
           "/metrics' tokenizer families while its answer is held");
     }
   }

@@ -263,7 +263,7 @@ class EngineTokenizerAnswerBudgetTest {
       EngineTokenizer t = new EngineTokenizer(holding.uri("/tokenize"), null,
           Duration.ofSeconds(5), Duration.ofSeconds(60), cap);
       try {
-        assertEquals(new EngineTokenizer.Stats(all, 0), t.stats(), "before any tokenization");
+        assertEquals(new EngineTokenizer.Stats(all, 0, 0), t.stats(), "before any tokenization");
         CompletableFuture<Tokenized> open = t.tokenize("m", "x");
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (t.stats().answerBudgetHeldBytes() != cap) {
@@ -271,14 +271,14 @@ class EngineTokenizerAnswerBudgetTest {
               + "open, 20 s on: " + t.stats());
           Thread.sleep(5);
         }
-        assertEquals(new EngineTokenizer.Stats(all, cap), t.stats(), "while it is held");
+        assertEquals(new EngineTokenizer.Stats(all, cap, 0), t.stats(), "while it is held");
         open.cancel(true);
         until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (t.stats().answerBudgetHeldBytes() != 0) {
           assertTrue(System.nanoTime() < until, "20 s after the caller cancelled: " + t.stats());
           Thread.sleep(5);
         }
-        assertEquals(new EngineTokenizer.Stats(all, 0), t.stats(), "once it ended");
+        assertEquals(new EngineTokenizer.Stats(all, 0, 0), t.stats(), "once it ended");
       } finally {
         t.close();
       }

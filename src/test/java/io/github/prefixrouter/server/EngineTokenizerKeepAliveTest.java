@@ -1,6 +1,10 @@
 package io.github.prefixrouter.server;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.github.prefixrouter.testing.RawConnections;
 import java.io.IOException;
@@ -12,7 +16,9 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -66,6 +72,41 @@ class EngineTokenizerKeepAliveTest {
             assertArrayEquals(new int[] {1, 2, 3}, second.get(20, TimeUnit.SECONDS).tokens());
           }
         }
+        assertEquals(1, tokenizer.stats().connectionRetries(),
+            "the second try is counted: " + tokenizer.stats());
+      } finally {
+        tokenizer.close();
+      }
+    }
+  }
+
+  /**
+   * A server that closes every connection as a tokenization arrives, without answering (one
+   * that crashes as it takes each request): the tokenization is sent again once, not more, and
+   * then fails as the tokenizer's fault; the second try is counted.
+   */
+  @Test
+  void aTokenizationIsSentAgainOnlyOnce() throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
+      EngineTokenizer tokenizer = new EngineTokenizer(
+          URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
+          Duration.ofSeconds(2), Duration.ofSeconds(30), 1 << 20);
+      try {
+        raw.setSoTimeout(10_000);
+        CompletableFuture<PromptTokenizer.Tokenized> f = tokenizer.tokenize("m", "hi");
+        for (int i = 0; i < 2; i++) {
+          try (Socket conn = raw.accept()) {
+            RawConnections.readRequest(conn);
+          }
+        }
+        ExecutionException x = assertThrows(ExecutionException.class,
+            () -> f.get(20, TimeUnit.SECONDS));
+        PromptTokenizer.TokenizeException err =
+            assertInstanceOf(PromptTokenizer.TokenizeException.class, x.getCause());
+        assertFalse(err.invalidRequest(), err.toString());
+        raw.setSoTimeout(1_000);
+        assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
+        assertEquals(1, tokenizer.stats().connectionRetries(), tokenizer.stats().toString());
       } finally {
         tokenizer.close();
       }
