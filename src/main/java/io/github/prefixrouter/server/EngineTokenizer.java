@@ -66,7 +66,7 @@ import org.slf4j.LoggerFactory;
  *       not of the shape above, one that would take more heap once parsed than 16 MiB and 6
  *       bytes a character, which token ids never pass, one whose parse throws, an
  *       {@link Error} too) is the tokenizer's. A request whose try fails with an I/O error
- *       before the answer's status line and headers came (the server closed the pooled
+ *       before any byte of the answer came (the server closed the pooled
  *       connection as idle as the request was written to it: uvicorn, which serves vLLM and
  *       SGLang, closes a connection idle for 5 s) is first sent again, at once and once, on a
  *       new connection, within what is left of the timeout, and counted

@@ -214,10 +214,11 @@ import org.slf4j.LoggerFactory;
  * idle for 5 s, so a request may be written to a pooled connection just as the server closes
  * it, and fail before any byte of its answer ({@code "HTTP/1.1 header parser received no
  * bytes"}, or a reset), which JDK 17's client does not send again for a POST. A request or
- * health probe whose try fails with an I/O error before its answer's status line and headers
- * came is therefore sent again, at once and once, on a new connection, within what is left of
+ * health probe whose try fails with an I/O error before any byte of its answer came is
+ * therefore sent again, at once and once, on a new connection, within what is left of
  * {@code requestTimeout} ({@link RetriedExchange}); a refused connection, a connect timeout,
- * a timeout and an answer out of form are not. The server never read the first try, or lost
+ * a timeout, an answer out of form and a connection that ends after part of the answer's status
+ * line or headers came (the server began to answer) are not. The server never read the first try, or lost
  * its connection, on which vLLM and SGLang abort the request: no generation runs twice. A
  * second failure fails the request as any connection failure. {@link #stats()} counts the
  * second tries.
@@ -668,8 +669,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
 
   /**
    * Sends {@code http} ({@link RetriedExchange}): once more, at once, on a new connection, when
-   * its first try fails with an I/O error before the answer's headers came (the race of a pooled
-   * connection with the server's idle close), within what is left of {@code requestTimeout},
+   * its first try fails with an I/O error before any byte of the answer came (the race of a
+   * pooled connection with the server's idle close), within what is left of {@code requestTimeout},
    * while {@code wanted} and the engine is open; each second try counted in {@link #stats}.
    * Cancelling the future cancels the try in progress, closing its connection.
    */

@@ -15,8 +15,10 @@ import javax.net.ssl.SSLHandshakeException;
 
 /**
  * One HTTP exchange with a model server, sent once more, at once, when its first try fails with
- * an I/O error before the answer's status line and headers came ({@link #beforeAnswer}): the
- * race of a pooled connection with the server's idle close.
+ * an I/O error before any byte of the answer came ({@link #beforeAnswer}): the race of a pooled
+ * connection with the server's idle close. A try whose connection ends after part of the
+ * answer's status line or headers came is not sent again: the server read the request and began
+ * to answer it.
  *
  * <p>uvicorn, which serves vLLM and SGLang, closes a connection idle for 5 s; the JDK client
  * keeps an idle connection in its pool for {@code jdk.httpclient.keepalive.timeout} seconds (20
@@ -133,11 +135,22 @@ public final class RetriedExchange<T> {
   }
 
   /**
+   * The start of the message of the JDK client's {@link IOException} for a connection that ended
+   * in the answer's status line or headers, after some of them came ({@code "parsing HTTP/1.1
+   * status line, receiving [...], parser state [...]"}, {@code "parsing HTTP/1.1 header, ..."},
+   * JDK 17 to 25); one that ended before any byte says {@code "HTTP/1.1 header parser received
+   * no bytes"}. The JDK has no type of its own for either.
+   */
+  static final String ANSWER_CUT = "parsing HTTP/1.1 ";
+
+  /**
    * Whether {@code c}, the failure of a try whose answer's headers did not come, may be the race
    * with the server's idle close: an {@link IOException} (no bytes of an answer, a reset) but a
    * refused connection ({@link ConnectException}), a timeout ({@link HttpTimeoutException}, a
    * connect timeout too), an answer out of form ({@link ProtocolException}: the server sent
-   * something) and a TLS handshake that failed.
+   * something), a connection that ended after part of the answer's status line or headers came
+   * ({@link #ANSWER_CUT}: the server read the request and began to answer it) and a TLS
+   * handshake that failed.
    *
    * @param c what the try failed with, unwrapped
    * @return true if the exchange may be sent again
@@ -145,6 +158,7 @@ public final class RetriedExchange<T> {
   static boolean beforeAnswer(Throwable c) {
     return c instanceof IOException && !(c instanceof ConnectException)
         && !(c instanceof HttpTimeoutException) && !(c instanceof ProtocolException)
-        && !(c instanceof SSLHandshakeException);
+        && !(c instanceof SSLHandshakeException)
+        && !(c.getMessage() != null && c.getMessage().startsWith(ANSWER_CUT));
   }
 }

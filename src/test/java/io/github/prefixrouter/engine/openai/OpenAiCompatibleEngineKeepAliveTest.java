@@ -18,6 +18,8 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -145,6 +147,90 @@ class OpenAiCompatibleEngineKeepAliveTest {
       raw.setSoTimeout(1_000);
       assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
       assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
+      assertEquals(0, e.load().total());
+    }
+  }
+
+  /**
+   * A server that reads each request whole, on a new connection as on a pooled one, and then
+   * resets the connection (a socket closed with SO_LINGER 0) or half-closes it (its side shut,
+   * the client's left open), without a byte of an answer: the adapter cannot tell such a
+   * connection from a pooled one the server closed as idle, so the request is sent again once,
+   * not more, and then fails as before, retryable, an "I/O failure".
+   */
+  @ParameterizedTest(name = "streamed: {0}, how: {1}")
+  @CsvSource({"false,reset", "true,reset", "false,halfClose", "true,halfClose"})
+  void aRequestTheServerResetsOrHalfClosesAfterReadingItIsSentAgainOnlyOnce(boolean streamed,
+      String how) throws Exception {
+    List<Socket> held = new ArrayList<>();
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(30)).build()) {
+      raw.setSoTimeout(10_000);
+      CompletableFuture<EngineResult> f = send(e, "r1", streamed);
+      for (int i = 0; i < 2; i++) {
+        Socket conn = next(raw, f);
+        held.add(conn);
+        ScriptedOpenAiServer.readRequest(conn);
+        if (how.equals("reset")) {
+          drop(conn, true);
+        } else {
+          conn.shutdownOutput(); // a FIN; the server's side still reads
+        }
+      }
+      ExecutionException x = assertThrows(ExecutionException.class,
+          () -> f.get(20, TimeUnit.SECONDS));
+      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+      assertTrue(err.retryable(), err.toString());
+      assertTrue(err.getMessage().contains("I/O failure"), err.getMessage());
+      raw.setSoTimeout(1_000);
+      assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
+      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
+      assertEquals(0, e.load().total());
+    } finally {
+      for (Socket conn : held) {
+        conn.close();
+      }
+    }
+  }
+
+  /**
+   * A server that resets the connection once it has sent its answer's status line (and, in
+   * the second case, its headers too): the server began to answer, so it read the request, and
+   * the request is not sent again; it fails as a connection failure, retryable, and nothing is
+   * counted.
+   */
+  @ParameterizedTest(name = "streamed: {0}, headers: {1}")
+  @CsvSource({"false,false", "true,false", "false,true", "true,true"})
+  void aResetAfterTheStatusLineIsNotSentAgain(boolean streamed, boolean headers)
+      throws Exception {
+    try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
+        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
+            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+            .requestTimeout(Duration.ofSeconds(30)).build()) {
+      raw.setSoTimeout(10_000);
+      CompletableFuture<EngineResult> f = send(e, "r1", streamed);
+      try (Socket conn = next(raw, f)) {
+        ScriptedOpenAiServer.readRequest(conn);
+        write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\n" + (!headers ? ""
+            : streamed ? "Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            : "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"));
+        Thread.sleep(300); // read by the client before the reset
+        drop(conn, true);
+      }
+      raw.setSoTimeout(2_000);
+      try (Socket again = raw.accept()) {
+        throw new AssertionError("the request was sent again on a new connection after its "
+            + "answer's status line came: " + e.stats());
+      } catch (SocketTimeoutException none) {
+        // no second try
+      }
+      ExecutionException x = assertThrows(ExecutionException.class,
+          () -> f.get(20, TimeUnit.SECONDS));
+      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+      assertTrue(err.retryable(), err.toString());
+      assertEquals(0, e.stats().connectionRetries(), e.stats().toString());
       assertEquals(0, e.load().total());
     }
   }
