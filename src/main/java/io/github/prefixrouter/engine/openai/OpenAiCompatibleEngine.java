@@ -217,8 +217,10 @@ import org.slf4j.LoggerFactory;
  * health probe whose try fails with an I/O error before any byte of its answer came is
  * therefore sent again, at once and once, on a new connection, within what is left of
  * {@code requestTimeout} ({@link RetriedExchange}); a refused connection, a connect timeout,
- * a timeout, an answer out of form and a connection that ends after part of the answer's status
- * line or headers came (the server began to answer) are not. The server never read the first try, or lost
+ * a timeout, an answer out of form, a connection that ends after part of the answer's status
+ * line or headers came (the server began to answer) and a probe the JDK's client has sent again
+ * itself are not: a server that reads every request and closes its connection unanswered gets
+ * each twice, not more. The server never read the first try, or lost
  * its connection, on which vLLM and SGLang abort the request: no generation runs twice. A
  * second failure fails the request as any connection failure. {@link #stats()} counts the
  * second tries.

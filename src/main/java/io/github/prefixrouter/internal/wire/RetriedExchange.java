@@ -18,7 +18,11 @@ import javax.net.ssl.SSLHandshakeException;
  * an I/O error before any byte of the answer came ({@link #beforeAnswer}): the race of a pooled
  * connection with the server's idle close. A try whose connection ends after part of the
  * answer's status line or headers came is not sent again: the server read the request and began
- * to answer it.
+ * to answer it. Nor is a request the JDK client has sent again itself ({@link #sentAgainByClient}:
+ * a GET whose connection ended before any byte of the answer), so that a server that reads
+ * every request and closes its connection unanswered gets each request twice, not more: this
+ * class cannot tell a pooled connection the server closed as idle from a new one (the client
+ * does not say which it used).
  *
  * <p>uvicorn, which serves vLLM and SGLang, closes a connection idle for 5 s; the JDK client
  * keeps an idle connection in its pool for {@code jdk.httpclient.keepalive.timeout} seconds (20
@@ -116,7 +120,8 @@ public final class RetriedExchange<T> {
       }
       Throwable cause = err instanceof CompletionException && err.getCause() != null
           ? err.getCause() : err;
-      if (!again && !answered && beforeAnswer(cause) && !done.isDone() && wanted.getAsBoolean()) {
+      if (!again && !answered && beforeAnswer(cause) && !sentAgainByClient(request, cause)
+          && !done.isDone() && wanted.getAsBoolean()) {
         long left = timeoutNanos - (System.nanoTime() - start);
         if (left > 0) {
           try {
@@ -132,6 +137,30 @@ public final class RetriedExchange<T> {
       }
       done.completeExceptionally(err);
     });
+  }
+
+  /**
+   * The message of the JDK client's {@link IOException} for a connection that ended before any
+   * byte of the answer came (JDK 17 to 25).
+   */
+  static final String NO_ANSWER = "HTTP/1.1 header parser received no bytes";
+
+  /**
+   * Whether the JDK client has sent {@code request} a second time itself already before it
+   * failed with {@code c}: it does so, once, for a connection that ended before any byte of the
+   * answer ({@link #NO_ANSWER}), with a GET or a HEAD, or any method when the host set
+   * {@code jdk.httpclient.enableAllMethodRetry}. Sent again here too, such a request would reach
+   * a server that drops every request four times.
+   *
+   * @param request the request the try sent
+   * @param c what the try failed with, unwrapped
+   * @return true if the exchange is not to be sent again
+   */
+  static boolean sentAgainByClient(HttpRequest request, Throwable c) {
+    String method = request.method();
+    boolean clientRetries = method.equals("GET") || method.equals("HEAD")
+        || Boolean.parseBoolean(System.getProperty("jdk.httpclient.enableAllMethodRetry"));
+    return clientRetries && NO_ANSWER.equals(c.getMessage());
   }
 
   /**
