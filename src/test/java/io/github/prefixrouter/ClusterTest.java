@@ -30,6 +30,7 @@ class ClusterTest {
   final InMemoryNetwork net = new InMemoryNetwork(sim, 11);
   final Map<String, PrefixRouterNode> nodes = new LinkedHashMap<>();
   final Map<String, SimulatedEngine> engines = new LinkedHashMap<>();
+  final Map<String, Transport> transports = new LinkedHashMap<>();
 
   void cluster(int n, RouterConfig cfg) {
     net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(1)));
@@ -38,8 +39,9 @@ class ClusterTest {
       String id = "n" + i;
       SimulatedEngine e = engine();
       engines.put(id, e);
+      transports.put(id, net.transport(id));
       nodes.put(id, PrefixRouterNode.builder().nodeId(id).config(cfg)
-          .transport(net.transport(id)).engine(e).clock(sim).scheduler(sim)
+          .transport(transports.get(id)).engine(e).clock(sim).scheduler(sim)
           .random(new SplittableRandom(i)).seeds(seeds).build());
     }
     nodes.values().forEach(PrefixRouterNode::start);
@@ -87,6 +89,61 @@ class ClusterTest {
       sim.advanceBy(1_000_000);
     }
     return f.join();
+  }
+
+  /**
+   * A peer whose process is killed while it runs a forwarded request, and which is back at its
+   * address before it answered: over HTTP the forward's connection is reset and the origin falls
+   * back at once; in memory too, a link's delay after the kill, not at the forwarding timeout.
+   */
+  @Test
+  void aForwardToAPeerKilledAndRestartedAtItsAddressFallsBackAtOnce() {
+    RouterConfig cfg = RouterConfig.defaults();
+    cluster(3, cfg);
+    int[] prefix = prompt(21, 480);
+    String holder = run("n0", InferenceRequest.of("first", concat(prefix, prompt(22, 32))))
+        .servedBy();
+    sim.advanceBy(Duration.ofSeconds(2).toNanos()); // the holder's summary spreads
+    String origin = holder.equals("n0") ? "n1" : "n0";
+    InferenceRequest r = new InferenceRequest("long", concat(prefix, prompt(23, 32)),
+        new GenerationParams(400, 0.0, 1.0, 5L)); // 2 s of decoding
+    CompletableFuture<InferenceResponse> f = nodes.get(origin).submit(r);
+    long until = sim.nanoTime() + Duration.ofSeconds(1).toNanos();
+    while (engines.get(holder).stats().requests() < 2 && sim.nanoTime() < until) {
+      sim.advanceBy(1_000_000);
+    }
+    assertEquals(2, engines.get(holder).stats().requests(), "the request was forwarded");
+    assertFalse(f.isDone());
+    // the holder's process is killed (its connections reset) and started again at its address
+    transports.get(holder).close();
+    nodes.get(holder).stop();
+    SimulatedEngine fresh = engine();
+    engines.put(holder, fresh);
+    transports.put(holder, net.transport(holder));
+    nodes.put(holder, PrefixRouterNode.builder().nodeId(holder).config(cfg)
+        .transport(transports.get(holder)).engine(fresh).clock(sim).scheduler(sim)
+        .random(new SplittableRandom(7)).seeds(List.of(InMemoryNetwork.addressOf("n0")))
+        .build());
+    nodes.get(holder).start();
+    long killedAt = sim.nanoTime();
+    until = killedAt + Duration.ofSeconds(60).toNanos();
+    while (nodes.get(origin).stats().fallbacks().values().stream().mapToLong(Long::longValue)
+        .sum() == 0 && sim.nanoTime() < until) {
+      sim.advanceBy(1_000_000);
+    }
+    long took = sim.nanoTime() - killedAt;
+    assertTrue(took <= 10_000_000, "the origin fell back " + took / 1_000_000 + " ms after its "
+        + "peer was killed: " + nodes.get(origin).stats().fallbacks());
+    assertEquals(1, nodes.get(origin).stats().fallbacks().get(FallbackCause.UNREACHABLE),
+        nodes.get(origin).stats().fallbacks().toString());
+    until = sim.nanoTime() + Duration.ofSeconds(60).toNanos();
+    while (!f.isDone() && sim.nanoTime() < until) {
+      sim.advanceBy(1_000_000);
+    }
+    InferenceResponse resp = f.join();
+    assertEquals(2, resp.attempts(), resp.toString());
+    assertArrayEquals(SimulatedEngine.expectedOutput(r.tokens(), r.params(), 1000),
+        resp.result().outputTokens());
   }
 
   @Test

@@ -9,9 +9,12 @@ import io.github.prefixrouter.spi.Scheduler;
 import io.github.prefixrouter.spi.Transport;
 import io.github.prefixrouter.spi.TransportException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -46,7 +49,12 @@ import org.slf4j.LoggerFactory;
  *       as the HTTP transport does: once per address and id (each transport remembers the
  *       1,024 pairs seen most recently, and one forgotten warns again), at most 10 such
  *       warnings a minute of the network's clock, the next one logged saying how many were
- *       left out. A request to a {@link #crash crashed} node, or lost on the way, simply
+ *       left out. A request whose receiver's transport closes while its handler holds it
+ *       unanswered (the node's process stopped or was killed, and may be back at its address
+ *       already) fails with {@code UNREACHABLE} a link's delay after the close, as a connection
+ *       reset does over HTTP: the failure travels back over the reverse link, with its delay
+ *       and faults (one lost on the way is a {@code TIMEOUT}), and the handler's later answer
+ *       is dropped. A request to a {@link #crash crashed} node, or lost on the way, simply
  *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request (a fault the
  *       {@link Transport} contract rules out, which the node copes with) runs the handler
  *       twice; the requester keeps the first answer, and the second counts as dropped, as does
@@ -494,6 +502,13 @@ public final class InMemoryNetwork {
         new RecentWarnings(MAX_WRONG_IDS, WARNINGS_PER_MINUTE);
     private final Map<Long, Pending> pending = new HashMap<>();
     private long nextId;
+    /**
+     * The requests delivered to this transport's handler and not answered yet, each with what
+     * fails it at its sender should this transport close first (its connection reset), in the
+     * order they came.
+     */
+    private final Map<Long, Runnable> handling = new LinkedHashMap<>();
+    private long nextHandling;
 
     MemoryTransport(PeerAddress address) {
       this.address = address;
@@ -597,7 +612,14 @@ public final class InMemoryNetwork {
     private void transmitRequest(long id, PeerAddress to, String from, byte[] copy) {
       transmit(from, to.nodeId(), copy.length, () -> {
         MemoryTransport dest = lookup(to);
-        if (dest == null || dest.closed || dest.handler == null) {
+        // if the receiver closes before it answers (its process stopped or killed, maybe back
+        // at its address already), the request's connection is reset: its failure travels back
+        // over the reverse link
+        long key = dest == null ? -1 : dest.handle(() -> transmit(to.nodeId(), from, 0,
+            () -> fail(id, new TransportException(TransportException.Kind.UNREACHABLE,
+                "the connection to " + to + " was reset: its transport closed before it "
+                    + "answered"))));
+        if (key < 0) {
           // connection refused: the refusal travels back over the reverse link
           String other = dest == null ? noteOtherNode(to) : null;
           transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
@@ -617,7 +639,7 @@ public final class InMemoryNetwork {
               TransportException.Kind.PROTOCOL, "handler returned no answer"));
         }
         answer.whenComplete((bytes, err) -> {
-          if (dest.closed) {
+          if (!dest.handled(key)) { // closed first: its reset went back instead
             return;
           }
           byte[] back = bytes == null ? null : bytes.clone();
@@ -663,6 +685,25 @@ public final class InMemoryNetwork {
             + "before this one, above " + WARNINGS_PER_MINUTE + " a minute)");
       }
       return other;
+    }
+
+    /**
+     * Takes a request to hand to the handler, with what fails it at its sender should this
+     * transport close before its answer; -1 if it is closed or not started (the request is
+     * refused).
+     */
+    private synchronized long handle(Runnable reset) {
+      if (closed || handler == null) {
+        return -1;
+      }
+      long key = nextHandling++;
+      handling.put(key, reset);
+      return key;
+    }
+
+    /** Whether the request taken as {@code key} may be answered: false once this closed. */
+    private synchronized boolean handled(long key) {
+      return handling.remove(key) != null;
     }
 
     /** Hands a message to the handler; false if this transport is closed or not started. */
@@ -726,6 +767,7 @@ public final class InMemoryNetwork {
     @Override
     public void close() {
       Map<Long, Pending> toFail;
+      List<Runnable> resets;
       synchronized (this) {
         if (closed) {
           return;
@@ -733,6 +775,8 @@ public final class InMemoryNetwork {
         closed = true;
         toFail = new HashMap<>(pending);
         pending.clear();
+        resets = new ArrayList<>(handling.values());
+        handling.clear();
       }
       synchronized (InMemoryNetwork.this) {
         for (Pending p : toFail.values()) {
@@ -745,6 +789,9 @@ public final class InMemoryNetwork {
         it.next().future.completeExceptionally(
             new TransportException(TransportException.Kind.CLOSED, "transport closed"));
       }
+      // the requests its handler had not answered: their connections reset, in the order they
+      // came
+      resets.forEach(Runnable::run);
     }
   }
 
