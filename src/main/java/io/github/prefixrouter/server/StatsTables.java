@@ -197,7 +197,8 @@ final class StatsTables {
           HttpTransport.Stats::outboundBusy)
       .counter("inbound_busy", T + "inbound_busy_total",
           "Requests from peers answered 503 because too many were in progress (or their"
-              + " connection closed, when their address's answers were not being taken).",
+              + " connection closed, when their address's answers, or too many such 503s to all"
+              + " addresses, were not being taken).",
           HttpTransport.Stats::inboundBusy)
       .counter("auth_failures", T + "auth_failures_total",
           "Messages and answers dropped for a bad MAC or recipient.",

@@ -264,10 +264,12 @@ import org.slf4j.LoggerFactory;
  * its answers leaves the other threads to everyone else (docs/deployment.md, "Answers to a peer
  * that stops reading"). The 503 of a request beyond {@code maxInboundRequests} is written so
  * too, never by the reader thread, but holds no slot: it waits in its address's queue only
- * behind fewer than {@code maxUnfinishedReadsPerAddress} answers, and behind that many its
- * connection is closed unanswered at once instead (its sender fails the request as
- * {@code UNREACHABLE}), so that a peer that sends requests and reads none of their 503s
- * holds neither reader threads nor more than that many answers.
+ * behind fewer than {@code maxUnfinishedReadsPerAddress} answers, and while fewer than
+ * {@code maxInboundRequests + maxUnfinishedReadsPerAddress + max(1, serverThreads / 2)} such
+ * 503s wait or are written to all addresses together; else its connection is closed unanswered
+ * at once instead (its sender fails the request as {@code UNREACHABLE}), so that peers that
+ * send requests and read none of their 503s hold no reader thread, and no more than that many
+ * answers per address and in all.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
@@ -399,12 +401,17 @@ public final class HttpTransport implements Transport {
    */
   private final Set<Reply> replies = ConcurrentHashMap.newKeySet();
   /**
+   * The 503s of a full server among {@link #replies}, which hold no inbound slot: at most
+   * {@link #maxBusyReplies} of them, all peer addresses together ({@link #writeBusy}).
+   */
+  private final AtomicInteger busyReplies = new AtomicInteger();
+  /**
    * The answers by the address of the peer they go to: at most
    * {@link #writersPerPeer}({@code serverThreads}) of a peer's are handed to the server threads
    * at once, the others wait in its lane, in order. Each holds an inbound slot, so they are at
-   * most {@code maxInboundRequests}; but for the 503s of a full server, which hold none, and
-   * wait in a lane only behind fewer than {@code maxUnfinishedReadsPerAddress} others
-   * ({@link #writeBusy}).
+   * most {@code maxInboundRequests}; but for the 503s of a full server, which hold none, wait
+   * in a lane only behind fewer than {@code maxUnfinishedReadsPerAddress} others, and are at
+   * most {@link #maxBusyReplies} more ({@link #writeBusy}).
    */
   private final KeyedLanes<Object, Reply> lanes;
   private final AtomicBoolean started = new AtomicBoolean();
@@ -1097,6 +1104,14 @@ public final class HttpTransport implements Transport {
   /** Slots of {@code maxInboundRequests} held now (for tests). */
   int inboundSlotsHeld() {
     return inboundRequests.get();
+  }
+
+  /**
+   * The 503s of a full server handed to the server threads or waiting in a lane, neither
+   * written nor dropped yet (for tests).
+   */
+  int busyAnswersHeld() {
+    return (int) replies.stream().filter(r -> !r.holdsSlot).count();
   }
 
   /** Peer addresses with answers handed to the server threads or waiting (for tests). */
@@ -1852,18 +1867,44 @@ public final class HttpTransport implements Transport {
   }
 
   /**
+   * The 503s of a full server that may wait or be written at once, all peer addresses
+   * together: {@code maxInboundRequests}, plus what one address may hold
+   * ({@code maxUnfinishedReadsPerAddress} waiting and {@link #writersPerPeer} being written),
+   * so that the total never closes a connection that a lone address's own bound keeps.
+   */
+  static int maxBusyReplies(int maxInboundRequests, int maxUnfinishedReadsPerAddress,
+      int serverThreads) {
+    return maxInboundRequests + maxUnfinishedReadsPerAddress + writersPerPeer(serverThreads);
+  }
+
+  /**
    * Hands the 503 of a request refused as {@code maxInboundRequests} are held to a server
    * thread, as {@link #hand} does, but it holds no inbound slot: it waits in its peer's lane
-   * only behind fewer than {@code maxUnfinishedReadsPerAddress} answers. Behind that many (its
-   * peer reads none of its answers, or has that many written at once) its connection is closed
-   * unanswered at once instead (closing never blocks), which its sender sees as
-   * {@code UNREACHABLE}: so these answers, each with its connection open, are at most that many
-   * plus {@link #writersPerPeer} per peer address, and never hold the reader thread.
+   * only behind fewer than {@code maxUnfinishedReadsPerAddress} answers, and only while fewer
+   * than {@link #maxBusyReplies} of these 503s wait or are written, all addresses together.
+   * Otherwise (its peer reads none of its answers, or has that many written at once; or peers
+   * at many addresses do) its connection is closed unanswered at once instead (closing never
+   * blocks), which its sender sees as {@code UNREACHABLE}: so these answers, each with its
+   * connection open, are at most that many plus {@link #writersPerPeer} per peer address, at
+   * most {@link #maxBusyReplies} in all, and never hold the reader thread.
    */
   private void writeBusy(HttpExchange ex) {
-    Reply r = new Reply(ex,
-        () -> respondQuietly(ex, 503, new byte[0], "too many requests in progress", null),
-        "a 503 answer", false);
+    if (busyReplies.incrementAndGet() > maxBusyReplies(config.maxInboundRequests,
+        config.maxUnfinishedReadsPerAddress, config.serverThreads)) {
+      // as many are waiting or being written already, to all addresses together
+      busyReplies.decrementAndGet();
+      ex.close();
+      return;
+    }
+    Reply r;
+    try {
+      r = new Reply(ex,
+          () -> respondQuietly(ex, 503, new byte[0], "too many requests in progress", null),
+          "a 503 answer", false);
+    } catch (Throwable e) { // the heap ran out, say: handleInbound answers it here
+      busyReplies.decrementAndGet();
+      throw e;
+    }
     Boolean now = lanes.offer(r.peer, r, config.maxUnfinishedReadsPerAddress);
     if (now == null) {
       r.drop();
@@ -2012,6 +2053,8 @@ public final class HttpTransport implements Transport {
       replies.remove(this);
       if (holdsSlot) {
         inboundRequests.decrementAndGet();
+      } else {
+        busyReplies.decrementAndGet();
       }
     }
   }
@@ -2231,7 +2274,8 @@ public final class HttpTransport implements Transport {
    * @param malformedRejected inbound messages refused for a malformed envelope or a body that
    *     cannot be read (a malformed chunk, a body cut short, a connection reset mid-body)
    * @param inboundBusy inbound requests answered 503 because too many were in progress (or their
-   *     connection closed, when their address's answers were not being taken)
+   *     connection closed, when their address's answers, or too many such 503s to all
+   *     addresses, were not being taken)
    * @param slowConnectionsClosed inbound connections closed because their request (line,
    *     headers and body) did not arrive, or their answer was not taken, within
    *     {@code inboundIoTimeout}

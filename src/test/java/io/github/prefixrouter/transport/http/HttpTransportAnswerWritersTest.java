@@ -339,6 +339,61 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     holder.cancel(true);
   }
 
+  /**
+   * A server full ({@code maxInboundRequests} 1, held by a request the handler never answers),
+   * two server threads, {@code maxUnfinishedReadsPerAddress} 1, and six peers at addresses of
+   * their own that pipeline requests and read none of their 503s: each address is within its
+   * own bound (one 503 at a time on its one connection), but the 503s waiting or being written
+   * to them all together are at most 3 (1 + 1 + 1); beyond, a connection is closed unanswered at
+   * once. Before, each address kept one 503 (and its connection) until its I/O timeout, so that
+   * peers held as many as they had addresses.
+   */
+  @Test
+  void busyAnswersToPeersThatDoNotReadAreBoundedInTotal() throws Exception {
+    assertEquals(3, HttpTransport.maxBusyReplies(1, 1, 2));
+    assertEquals(256 + 8 + 2, HttpTransport.maxBusyReplies(256, 8, 4));
+    List<InetAddress> peers = new java.util.ArrayList<>();
+    otherLoopback();
+    for (int i = 2; i <= 7; i++) {
+      peers.add(InetAddress.getByName("127.0.0." + i));
+    }
+    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    ra.hold = true;
+    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication().serverThreads(2).maxInboundRequests(1)
+        .maxUnfinishedReadsPerAddress(1).inboundIoTimeout(Duration.ofSeconds(30)), ra);
+    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
+    CompletableFuture<byte[]> holder =
+        b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(120));
+    Await.until(() -> ra.held.size() == 1, "the server is full");
+    List<Socket> stalls = new java.util.ArrayList<>();
+    try {
+      for (int i = 0; i < peers.size(); i++) {
+        stalls.add(pipelineWithoutReading(addr, peers.get(i), i));
+      }
+      long seen = -1;
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+      for (long n = quiet(a); n != seen; n = quiet(a)) {
+        assertTrue(System.nanoTime() < deadline, "the peers' 503s still taken after 60 s");
+        seen = n;
+        Thread.sleep(1_000);
+      }
+      assertTrue(a.stats().inboundBusy() > 100, "503s taken: " + a.stats().inboundBusy());
+      assertTrue(a.busyAnswersHeld() <= 3, "503s waiting or being written to the "
+          + peers.size() + " peers that read none: " + a.busyAnswersHeld());
+    } finally {
+      for (Socket s : stalls) {
+        s.close();
+      }
+    }
+    Await.until(() -> a.answerLanes() == 0 && a.busyAnswersHeld() == 0,
+        "the peers' 503s written or dropped, their lanes removed");
+    assertEquals(1, a.inboundSlotsHeld(), "the held request's slot");
+    holder.cancel(true);
+  }
+
   /** What changes while a peer's requests are read and answered: refused or answered busy. */
   private static long quiet(HttpTransport a) {
     return a.stats().inboundBusy() + a.stats().readsRefused();
