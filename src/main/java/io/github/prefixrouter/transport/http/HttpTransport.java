@@ -269,7 +269,12 @@ import org.slf4j.LoggerFactory;
  * 503s wait or are written to all addresses together; else its connection is closed unanswered
  * at once instead (its sender fails the request as {@code UNREACHABLE}), so that peers that
  * send requests and read none of their 503s hold no reader thread, and no more than that many
- * answers per address and in all.
+ * answers per address and in all. The other answers without a body (the refusals before
+ * authentication, 400, 401, 405 and 413; a message's 204; the per-address and body-budget
+ * 503s; the 503 of {@link #close()} and the 500 of a failure before a request takes its slot)
+ * are written on the reader thread, under the same I/O deadline: a connection that pipelines
+ * requests and reads none of these holds its reader thread until {@code inboundIoTimeout}, as
+ * one stalled in its headers does, and no other.
  *
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
