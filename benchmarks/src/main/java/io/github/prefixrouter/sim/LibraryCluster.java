@@ -35,7 +35,8 @@ final class LibraryCluster implements SimCluster {
       RoutingPolicy policy,
       java.util.function.UnaryOperator<RouterConfig.Builder> tweak) {
     SimConfig cfg = ctx.config();
-    network = new InMemoryNetwork(ctx.scheduler(), ctx.seed() ^ 0x10557L);
+    network = new InMemoryNetwork(
+        ctx.scheduler(), ctx.scheduler(), new SplittableRandom(ctx.seed() ^ 0x10557L));
     long delay = ctx.delayNanos();
     network.setDefaultLink(
         InMemoryNetwork.Link.delay(Duration.ofNanos(delay))

@@ -59,14 +59,15 @@ public record SimConfig(
   public static final int MAX_TIMELINE_WINDOWS = 100_000;
 
   /**
-   * Most requests per run: far above any sensible run (the default is 7,500), and each run holds
-   * all its arrivals and results at once, so a much larger count runs out of memory.
+   * Most requests per run: far above any sensible run (the default is 7,500). Each run holds its
+   * results, 37 bytes per request (its arrivals only as it reaches them), for as many runs at
+   * once as {@link #threads}.
    */
   public static final int MAX_REQUESTS = 1_000_000;
 
   /**
-   * Most runs executed in parallel: each run in progress holds its whole cluster, arrivals and
-   * results, so more at once than cores to run them fill the heap and gain nothing.
+   * Most runs executed in parallel: each run in progress holds its whole cluster and results, so
+   * more at once than cores to run them fill the heap and gain nothing.
    */
   public static final int MAX_THREADS = 16;
 

@@ -28,14 +28,15 @@ final class Simulation {
    *
    * @param scenario the scenario
    * @param config the configuration
-   * @param scheduler the run's clock and scheduler, shared by every component
+   * @param scheduler the run's clock and scheduler, shared by every component (which schedules
+   *     only through it: it schedules the arrivals just in time)
    * @param engines one engine per node
    * @param seed the run's seed: the same for every policy of a (delay, distribution) cell
    */
   record Context(
       Scenario scenario,
       SimConfig config,
-      SimulatedScheduler scheduler,
+      RunClock scheduler,
       List<RecordingEngine> engines,
       long seed) {
 
@@ -65,41 +66,39 @@ final class Simulation {
       Trace trace,
       ClusterFactory factory,
       IntConsumer progress) {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    List<Trace.Arrival> arrivals = trace.arrivals();
-    int n = arrivals.size();
+    RunClock clock = new RunClock(new SimulatedScheduler());
+    int n = trace.size();
     RunRecorder rec = new RunRecorder(n);
     long seed = cellSeed(cfg, scenario);
     List<RecordingEngine> engines = new ArrayList<>();
     for (int i = 0; i < cfg.nodes(); i++) {
-      SimulatedEngine e = cfg.engine().newEngine(sim, Baselines.mix(seed + i));
+      SimulatedEngine e = cfg.engine().newEngine(clock, Baselines.mix(seed + i));
       engines.add(new RecordingEngine(i, e, rec, cfg.engine().reportsTimings()));
     }
-    SimCluster cluster = factory.create(new Context(scenario, cfg, sim, engines, seed));
+    SimCluster cluster = factory.create(new Context(scenario, cfg, clock, engines, seed));
     int[] done = new int[1];
     GenerationParams params = GenerationParams.greedy(cfg.outputTokens());
-    for (Trace.Arrival a : arrivals) {
-      sim.schedule(
-          a.atNanos(),
-          () -> {
-            int[] tokens = prompts.prompt(a.subject(), a.question());
-            InferenceRequest req = new InferenceRequest("r" + a.index(), tokens, params);
-            rec.submitted(req.id(), a, tokens.length);
-            cluster
-                .submit(a.entry(), req)
-                .whenComplete(
-                    (r, e) -> {
-                      rec.completed(a.index(), sim.nanoTime(), e == null);
-                      done[0]++;
-                      progress.accept(1);
-                    });
-          });
-    }
-    long deadline = arrivals.get(n - 1).atNanos() + GRACE_NANOS;
-    while (done[0] < n && sim.nanoTime() <= deadline && sim.runNext()) {
+    clock.startArrivals(
+        trace.arrivals(),
+        a -> () -> {
+          int[] tokens = prompts.prompt(a.subject(), a.question());
+          InferenceRequest req = new InferenceRequest(RunRecorder.requestId(a.index()), tokens,
+              params);
+          rec.submitted(a, tokens.length);
+          cluster
+              .submit(a.entry(), req)
+              .whenComplete(
+                  (r, e) -> {
+                    rec.completed(a.index(), clock.nanoTime(), e == null);
+                    done[0]++;
+                    progress.accept(1);
+                  });
+        });
+    long deadline = trace.lastAtNanos() + GRACE_NANOS;
+    while (done[0] < n && clock.nanoTime() <= deadline && clock.runNext()) {
       // run the simulation until every request has its answer
     }
-    long end = sim.nanoTime();
+    long end = clock.nanoTime();
     long gossip = cluster.gossipBytesSent();
     cluster.close();
     if (done[0] < n) {
@@ -118,7 +117,7 @@ final class Simulation {
       long gossipBytes) {
     int n = rec.arrivalNanos.length;
     int nodes = cfg.nodes();
-    double[] lat = new double[n];
+    double[] lat = new double[Math.max(0, n - cfg.warmupRequests())];
     int m = 0;
     int failed = 0;
     int measured = 0;
@@ -144,7 +143,7 @@ final class Simulation {
         }
       }
     }
-    double[] sorted = Arrays.copyOf(lat, m);
+    double[] sorted = m == lat.length ? lat : Arrays.copyOf(lat, m);
     Arrays.sort(sorted);
     double mean = m == 0 ? Double.NaN : Arrays.stream(sorted).sum() / m;
     double[] shares = new double[nodes];

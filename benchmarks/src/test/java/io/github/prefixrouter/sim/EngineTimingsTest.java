@@ -65,7 +65,7 @@ class EngineTimingsTest {
       Arrays.setAll(prompt, i -> i);
       for (int i = 0; i < 2; i++) {
         InferenceRequest req = InferenceRequest.of("r" + i, prompt);
-        rec.submitted(req.id(), new Trace.Arrival(i, 0, 0, 0, i), prompt.length);
+        rec.submitted(new Trace.Arrival(i, 0, 0, 0, i), prompt.length);
         var f = engine.execute(req);
         sim.runUntilIdle(1000);
         EngineResult r = f.get();
