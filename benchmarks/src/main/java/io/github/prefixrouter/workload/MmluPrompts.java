@@ -29,7 +29,9 @@ import org.apache.commons.csv.CSVRecord;
  * <p>Reads {@code dev/<subject>_dev.csv} (its first 5 rows are the shots, at least 5 needed)
  * and {@code test/<subject>_test.csv} (the questions) from an MMLU directory, CSV without
  * header, six columns (question, A, B, C, D, answer letter), UTF-8 with or without a byte
- * order mark; a field in double quotes may hold commas, line breaks and doubled quotes.
+ * order mark; a field in double quotes may hold commas, line breaks and doubled quotes. A line
+ * break inside a quoted field is kept as written, CRLF and CR included (the real
+ * {@code college_mathematics_dev.csv} has CRLF ones in a shot question).
  * The prompt of a test question is the standard 5-shot layout:
  *
  * <pre>

@@ -56,6 +56,24 @@ class MmluPromptsTest {
         decode(p.prompt(0, 0)));
   }
 
+  /**
+   * A line break inside a quoted field stays as the file writes it, CRLF and CR included (the
+   * real college_mathematics dev file has CRLF ones in a shot): the prompts, and so every figure
+   * of the runs on them, are the data's own.
+   */
+  @Test
+  void aLineBreakInAQuotedFieldIsKeptAsWritten(@TempDir Path tmp) throws Exception {
+    Path dir = mmlu(tmp, "\"I.\r\nII.\",a,b,c,d,A\r\n" + "q,a,b,c,d,A\n".repeat(4),
+        "\"one\rtwo\nthree\",a,b,c,d,B\r\n");
+    MmluPrompts p = MmluPrompts.load(dir);
+    assertEquals(
+        "The following are multiple choice questions (with answers) about x.\n\n"
+            + "I.\r\nII.\nA. a\nB. b\nC. c\nD. d\nAnswer: A\n\n"
+            + FOUR_SHOTS
+            + "one\rtwo\nthree\nA. a\nB. b\nC. c\nD. d\nAnswer:",
+        decode(p.prompt(0, 0)));
+  }
+
   private static void assertRejectedNaming(Path dir, String file, String what) {
     IllegalArgumentException e =
         assertThrows(IllegalArgumentException.class, () -> MmluPrompts.load(dir));
