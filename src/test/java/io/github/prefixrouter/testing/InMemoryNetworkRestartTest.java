@@ -42,82 +42,74 @@ class InMemoryNetworkRestartTest {
     }
   }
 
-  @Test
-  void aRequestHeldByATransportThatClosesFailsUnreachableAfterALinkDelay() throws Exception {
-    for (boolean restarted : new boolean[] {false, true}) {
-      SimulatedScheduler sim = new SimulatedScheduler();
-      InMemoryNetwork net = new InMemoryNetwork(sim, 3);
+  /**
+   * Nodes "a" (which echoes) and "b" on a network of 5 ms links, 10 ms after "a" sent "b" a
+   * request with {@code timeout}: {@link #f}, held by b's handler {@link #old}.
+   */
+  private static final class HeldRequest {
+    final SimulatedScheduler sim = new SimulatedScheduler();
+    final InMemoryNetwork net = new InMemoryNetwork(sim, 3);
+    final Transport b;
+    final Holding old = new Holding();
+    final CompletableFuture<byte[]> f;
+
+    HeldRequest(Duration timeout) {
       net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(5)));
       Transport a = net.transport("a");
       a.start(InMemoryNetworkFaultsTest.echo());
-      Transport b = net.transport("b");
-      Holding old = new Holding();
+      b = net.transport("b");
       b.start(old);
-      CompletableFuture<byte[]> f = a.request(InMemoryNetwork.addressOf("b"), new byte[] {1},
-          Duration.ofSeconds(60));
+      f = a.request(InMemoryNetwork.addressOf("b"), new byte[] {1}, timeout);
       sim.advanceBy(10 * MS);
-      assertEquals(1, old.held.size(), "the request reached b");
-      b.close();
-      long closedAt = sim.nanoTime();
+    }
+  }
+
+  @Test
+  void aRequestHeldByATransportThatClosesFailsUnreachableAfterALinkDelay() throws Exception {
+    for (boolean restarted : new boolean[] {false, true}) {
+      HeldRequest r = new HeldRequest(Duration.ofSeconds(60));
+      assertEquals(1, r.old.held.size(), "the request reached b");
+      r.b.close();
+      long closedAt = r.sim.nanoTime();
       Holding fresh = new Holding();
       if (restarted) {
-        net.transport("b").start(fresh);
+        r.net.transport("b").start(fresh);
       }
-      while (!f.isDone() && sim.nanoTime() - closedAt < Duration.ofSeconds(61).toNanos()) {
-        sim.advanceBy(MS);
+      while (!r.f.isDone() && r.sim.nanoTime() - closedAt < Duration.ofSeconds(61).toNanos()) {
+        r.sim.advanceBy(MS);
       }
-      long took = sim.nanoTime() - closedAt;
+      long took = r.sim.nanoTime() - closedAt;
       assertTrue(took <= 5 * MS, "restarted " + restarted + ": the request ended "
           + took / MS + " ms after its receiver's transport closed, not a link's delay (5 ms)"
           + " after it");
-      ExecutionException x = assertThrows(ExecutionException.class, f::get);
+      ExecutionException x = assertThrows(ExecutionException.class, r.f::get);
       TransportException te = assertInstanceOf(TransportException.class, x.getCause());
       assertEquals(TransportException.Kind.UNREACHABLE, te.kind(), te.toString());
-      old.held.get(0).complete(new byte[] {9}); // the old handler's answer, late: dropped
-      sim.advanceBy(100 * MS);
+      r.old.held.get(0).complete(new byte[] {9}); // the old handler's answer, late: dropped
+      r.sim.advanceBy(100 * MS);
       assertTrue(fresh.held.isEmpty(), "the request was delivered again to the new transport");
-      assertEquals(0, sim.pendingTasks(), "tasks left behind");
+      assertEquals(0, r.sim.pendingTasks(), "tasks left behind");
     }
   }
 
   @Test
   void aCrashedNodeStillAnswersNothing() {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, 3);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(5)));
-    Transport a = net.transport("a");
-    a.start(InMemoryNetworkFaultsTest.echo());
-    Transport b = net.transport("b");
-    Holding old = new Holding();
-    b.start(old);
-    CompletableFuture<byte[]> f = a.request(InMemoryNetwork.addressOf("b"), new byte[] {1},
-        Duration.ofSeconds(1));
-    sim.advanceBy(10 * MS);
-    net.crash("b");
-    b.close(); // a crashed host's process, ended: nothing it sends leaves
-    sim.advanceBy(900 * MS);
-    assertFalse(f.isDone(), "a crashed node's requests time out");
-    sim.advanceBy(200 * MS);
-    ExecutionException x = assertThrows(ExecutionException.class, f::get);
+    HeldRequest r = new HeldRequest(Duration.ofSeconds(1));
+    r.net.crash("b");
+    r.b.close(); // a crashed host's process, ended: nothing it sends leaves
+    r.sim.advanceBy(900 * MS);
+    assertFalse(r.f.isDone(), "a crashed node's requests time out");
+    r.sim.advanceBy(200 * MS);
+    ExecutionException x = assertThrows(ExecutionException.class, r.f::get);
     assertEquals(TransportException.Kind.TIMEOUT, ((TransportException) x.getCause()).kind());
   }
 
   @Test
   void aRequestAnsweredBeforeTheCloseKeepsItsAnswer() throws Exception {
-    SimulatedScheduler sim = new SimulatedScheduler();
-    InMemoryNetwork net = new InMemoryNetwork(sim, 3);
-    net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(5)));
-    Transport a = net.transport("a");
-    a.start(InMemoryNetworkFaultsTest.echo());
-    Transport b = net.transport("b");
-    Holding old = new Holding();
-    b.start(old);
-    CompletableFuture<byte[]> f = a.request(InMemoryNetwork.addressOf("b"), new byte[] {1},
-        Duration.ofSeconds(60));
-    sim.advanceBy(10 * MS);
-    old.held.get(0).complete(new byte[] {7}); // answered, on its way back
-    b.close();
-    sim.advanceBy(10 * MS);
-    assertArrayEquals(new byte[] {7}, f.get());
+    HeldRequest r = new HeldRequest(Duration.ofSeconds(60));
+    r.old.held.get(0).complete(new byte[] {7}); // answered, on its way back
+    r.b.close();
+    r.sim.advanceBy(10 * MS);
+    assertArrayEquals(new byte[] {7}, r.f.get());
   }
 }
