@@ -89,14 +89,50 @@ class OpenAiCompatibleEngineKeepAliveTest {
     }
   }
 
+  /** An engine at {@code raw}'s port, with a 30 s request timeout. */
+  private static OpenAiCompatibleEngine engineFor(ServerSocket raw) {
+    return OpenAiCompatibleEngine.builder()
+        .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
+        .requestTimeout(Duration.ofSeconds(30)).build();
+  }
+
+  /** Asserts that {@code f} fails within 20 s as a retryable engine failure, and returns it. */
+  private static EngineException retryableFailure(CompletableFuture<EngineResult> f) {
+    ExecutionException x = assertThrows(ExecutionException.class,
+        () -> f.get(20, TimeUnit.SECONDS));
+    EngineException err = assertInstanceOf(EngineException.class, x.getCause());
+    assertTrue(err.retryable(), err.toString());
+    return err;
+  }
+
+  /**
+   * Asserts that {@code e} counted {@code connectionRetries} requests sent again, and holds no
+   * load.
+   */
+  private static void assertCounted(OpenAiCompatibleEngine e, long connectionRetries) {
+    assertEquals(connectionRetries, e.stats().connectionRetries(), e.stats().toString());
+    assertEquals(0, e.load().total());
+  }
+
+  /**
+   * Asserts that {@code f} fails as a retryable "I/O failure" after it was sent again once, and
+   * that no third try reaches {@code raw} within 1 s.
+   */
+  private static void assertFailedAfterOneRetry(ServerSocket raw, OpenAiCompatibleEngine e,
+      CompletableFuture<EngineResult> f) throws IOException {
+    EngineException err = retryableFailure(f);
+    assertTrue(err.getMessage().contains("I/O failure"), err.getMessage());
+    raw.setSoTimeout(1_000);
+    assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
+    assertCounted(e, 1);
+  }
+
   @ParameterizedTest(name = "streamed: {0}, reset: {1}")
   @CsvSource({"false,false", "false,true", "true,false", "true,true"})
   void aRequestTheServerClosedItsPooledConnectionOnIsSentAgainOnANewOne(boolean streamed,
       boolean reset) throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> first = send(e, "r1", streamed);
       try (Socket conn = raw.accept()) {
@@ -114,8 +150,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
           assertEquals("ab", second.get(20, TimeUnit.SECONDS).text());
         }
       }
-      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
-      assertEquals(0, e.load().total());
+      assertCounted(e, 1);
     }
   }
 
@@ -128,9 +163,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
   @ValueSource(booleans = {false, true})
   void aRequestIsSentAgainOnlyOnce(boolean streamed) throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
       for (int i = 0; i < 2; i++) {
@@ -139,15 +172,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
           drop(conn, false);
         }
       }
-      ExecutionException x = assertThrows(ExecutionException.class,
-          () -> f.get(20, TimeUnit.SECONDS));
-      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
-      assertTrue(err.retryable(), err.toString());
-      assertTrue(err.getMessage().contains("I/O failure"), err.getMessage());
-      raw.setSoTimeout(1_000);
-      assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
-      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
-      assertEquals(0, e.load().total());
+      assertFailedAfterOneRetry(raw, e, f);
     }
   }
 
@@ -164,9 +189,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
       String how) throws Exception {
     List<Socket> held = new ArrayList<>();
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
       for (int i = 0; i < 2; i++) {
@@ -179,15 +202,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
           conn.shutdownOutput(); // a FIN; the server's side still reads
         }
       }
-      ExecutionException x = assertThrows(ExecutionException.class,
-          () -> f.get(20, TimeUnit.SECONDS));
-      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
-      assertTrue(err.retryable(), err.toString());
-      assertTrue(err.getMessage().contains("I/O failure"), err.getMessage());
-      raw.setSoTimeout(1_000);
-      assertThrows(SocketTimeoutException.class, raw::accept, "a third try");
-      assertEquals(1, e.stats().connectionRetries(), e.stats().toString());
-      assertEquals(0, e.load().total());
+      assertFailedAfterOneRetry(raw, e, f);
     } finally {
       for (Socket conn : held) {
         conn.close();
@@ -206,9 +221,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
   void aResetAfterTheStatusLineIsNotSentAgain(boolean streamed, boolean headers)
       throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
       try (Socket conn = next(raw, f)) {
@@ -226,12 +239,8 @@ class OpenAiCompatibleEngineKeepAliveTest {
       } catch (SocketTimeoutException none) {
         // no second try
       }
-      ExecutionException x = assertThrows(ExecutionException.class,
-          () -> f.get(20, TimeUnit.SECONDS));
-      EngineException err = assertInstanceOf(EngineException.class, x.getCause());
-      assertTrue(err.retryable(), err.toString());
-      assertEquals(0, e.stats().connectionRetries(), e.stats().toString());
-      assertEquals(0, e.load().total());
+      retryableFailure(f);
+      assertCounted(e, 0);
     }
   }
 
@@ -268,9 +277,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
   void aHealthProbeTheServerClosedItsPooledConnectionOnIsSentAgain(boolean reset)
       throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 8, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       AtomicInteger dropped = new AtomicInteger();
       Thread acceptor = new Thread(() -> {
         while (!raw.isClosed()) {
@@ -306,9 +313,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
   void aHealthProbeToAServerThatDropsEveryRequestIsSentTwiceAtMost(boolean reset)
       throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 8, InetAddress.getLoopbackAddress());
-        OpenAiCompatibleEngine e = OpenAiCompatibleEngine.builder()
-            .baseUrl("http://127.0.0.1:" + raw.getLocalPort())
-            .requestTimeout(Duration.ofSeconds(30)).build()) {
+        OpenAiCompatibleEngine e = engineFor(raw)) {
       List<String> heads = java.util.Collections.synchronizedList(new ArrayList<>());
       Thread acceptor = new Thread(() -> {
         while (!raw.isClosed()) {
