@@ -284,33 +284,22 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
   @Test
   void busyAnswersToAPeerThatDoesNotReadHoldNoReaderThread() throws Exception {
     InetAddress stalled = otherLoopback();
-    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
-    ra.hold = true;
-    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+    FullServer full = new FullServer(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().serverThreads(2).readerThreads(4)
-        .maxInboundRequests(1).inboundIoTimeout(Duration.ofSeconds(30)), ra);
-    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
-    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
-    CompletableFuture<byte[]> holder =
-        b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(120));
-    Await.until(() -> ra.held.size() == 1, "the server is full");
+        .maxInboundRequests(1).inboundIoTimeout(Duration.ofSeconds(30)));
+    HttpTransportTest.Recorder ra = full.ra;
+    HttpTransport a = full.a;
+    HttpTransport b = full.b;
     List<Socket> stalls = new java.util.ArrayList<>();
     try {
       // a connection that pipelines requests until its 503s stop being taken
-      stalls.add(pipelineWithoutReading(addr, stalled, 0));
-      long seen = -1;
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      for (long n = quiet(a); n != seen; n = quiet(a)) {
-        assertTrue(System.nanoTime() < deadline, "the peer's 503s still taken after 60 s");
-        seen = n;
-        Thread.sleep(1_000);
-      }
+      stalls.add(pipelineWithoutReading(full.addr, stalled, 0));
+      awaitQuiet(a, "the peer's 503s still taken after 60 s");
       // and three strangers that stall in their headers hold three reader threads
       for (int i = 0; i < 3; i++) {
         Socket staller = new Socket();
         stalls.add(staller);
-        staller.connect(addr);
+        staller.connect(full.addr);
         staller.getOutputStream().write("POST /prefix-router/v1/request HTTP/1.1\r\nHost: x\r\n"
             .getBytes(StandardCharsets.US_ASCII));
         staller.getOutputStream().flush();
@@ -336,7 +325,7 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     }
     Await.until(() -> a.answerLanes() == 0 && a.inboundSlotsHeld() == 1,
         "the peer's 503s written or dropped, their lane removed; the held request's slot kept");
-    holder.cancel(true);
+    full.holder.cancel(true);
   }
 
   /**
@@ -357,29 +346,16 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     for (int i = 2; i <= 7; i++) {
       peers.add(InetAddress.getByName("127.0.0." + i));
     }
-    HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
-    ra.hold = true;
-    HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
+    FullServer full = new FullServer(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().serverThreads(2).maxInboundRequests(1)
-        .maxUnfinishedReadsPerAddress(1).inboundIoTimeout(Duration.ofSeconds(30)), ra);
-    HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
-        .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
-    InetSocketAddress addr = HttpTransportTest.hostPort(a.localAddress().address());
-    CompletableFuture<byte[]> holder =
-        b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(120));
-    Await.until(() -> ra.held.size() == 1, "the server is full");
+        .maxUnfinishedReadsPerAddress(1).inboundIoTimeout(Duration.ofSeconds(30)));
+    HttpTransport a = full.a;
     List<Socket> stalls = new java.util.ArrayList<>();
     try {
       for (int i = 0; i < peers.size(); i++) {
-        stalls.add(pipelineWithoutReading(addr, peers.get(i), i));
+        stalls.add(pipelineWithoutReading(full.addr, peers.get(i), i));
       }
-      long seen = -1;
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      for (long n = quiet(a); n != seen; n = quiet(a)) {
-        assertTrue(System.nanoTime() < deadline, "the peers' 503s still taken after 60 s");
-        seen = n;
-        Thread.sleep(1_000);
-      }
+      awaitQuiet(a, "the peers' 503s still taken after 60 s");
       assertTrue(a.stats().inboundBusy() > 100, "503s taken: " + a.stats().inboundBusy());
       assertTrue(a.busyAnswersHeld() <= 3, "503s waiting or being written to the "
           + peers.size() + " peers that read none: " + a.busyAnswersHeld());
@@ -391,12 +367,50 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     Await.until(() -> a.answerLanes() == 0 && a.busyAnswersHeld() == 0,
         "the peers' 503s written or dropped, their lanes removed");
     assertEquals(1, a.inboundSlotsHeld(), "the held request's slot");
-    holder.cancel(true);
+    full.holder.cancel(true);
   }
 
   /** What changes while a peer's requests are read and answered: refused or answered busy. */
   private static long quiet(HttpTransport a) {
     return a.stats().inboundBusy() + a.stats().readsRefused();
+  }
+
+  /**
+   * Waits until {@link #quiet} stays the same over a second, as a peer's 503s are no longer
+   * taken; fails with {@code stillTaken} if it still changes after 60 s.
+   */
+  private static void awaitQuiet(HttpTransport a, String stillTaken) throws InterruptedException {
+    long seen = -1;
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    for (long n = quiet(a); n != seen; n = quiet(a)) {
+      assertTrue(System.nanoTime() < deadline, stillTaken);
+      seen = n;
+      Thread.sleep(1_000);
+    }
+  }
+
+  /**
+   * A transport "a" built from {@code config} (with {@code maxInboundRequests} 1) whose handler
+   * {@link #ra} holds every request, and a transport "b" whose request {@link #holder} takes
+   * a's one slot: the server is full.
+   */
+  private final class FullServer {
+    final HttpTransportTest.Recorder ra = new HttpTransportTest.Recorder();
+    final HttpTransport a;
+    final HttpTransport b;
+    /** Where a listens. */
+    final InetSocketAddress addr;
+    final CompletableFuture<byte[]> holder;
+
+    FullServer(HttpTransport.Builder config) throws InterruptedException {
+      ra.hold = true;
+      a = start(config, ra);
+      b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
+          .insecureWithoutAuthentication(), new HttpTransportTest.Recorder());
+      addr = HttpTransportTest.hostPort(a.localAddress().address());
+      holder = b.request(a.localAddress(), new byte[] {0}, Duration.ofSeconds(120));
+      Await.until(() -> ra.held.size() == 1, "the server is full");
+    }
   }
 
   /**
