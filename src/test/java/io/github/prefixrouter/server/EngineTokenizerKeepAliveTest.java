@@ -37,9 +37,7 @@ class EngineTokenizerKeepAliveTest {
   void aTokenizationTheServerClosedItsPooledConnectionOnIsSentAgain(boolean reset)
       throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
-      EngineTokenizer tokenizer = new EngineTokenizer(
-          URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
-          Duration.ofSeconds(2), Duration.ofSeconds(30), 1 << 20);
+      EngineTokenizer tokenizer = tokenizerFor(raw);
       try {
         raw.setSoTimeout(10_000);
         CompletableFuture<PromptTokenizer.Tokenized> first = tokenizer.tokenize("m", "hi");
@@ -88,9 +86,7 @@ class EngineTokenizerKeepAliveTest {
   @Test
   void aTokenizationIsSentAgainOnlyOnce() throws Exception {
     try (ServerSocket raw = new ServerSocket(0, 4, InetAddress.getLoopbackAddress())) {
-      EngineTokenizer tokenizer = new EngineTokenizer(
-          URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
-          Duration.ofSeconds(2), Duration.ofSeconds(30), 1 << 20);
+      EngineTokenizer tokenizer = tokenizerFor(raw);
       try {
         raw.setSoTimeout(10_000);
         CompletableFuture<PromptTokenizer.Tokenized> f = tokenizer.tokenize("m", "hi");
@@ -111,6 +107,16 @@ class EngineTokenizerKeepAliveTest {
         tokenizer.close();
       }
     }
+  }
+
+  /**
+   * A tokenizer that posts to {@code raw}'s port without an API key: 2 s to connect, 30 s for
+   * an answer, and answers of 1 MiB at most.
+   */
+  private static EngineTokenizer tokenizerFor(ServerSocket raw) {
+    return new EngineTokenizer(
+        URI.create("http://127.0.0.1:" + raw.getLocalPort() + "/tokenize"), null,
+        Duration.ofSeconds(2), Duration.ofSeconds(30), 1 << 20);
   }
 
   private static void answer(Socket conn) throws IOException {
