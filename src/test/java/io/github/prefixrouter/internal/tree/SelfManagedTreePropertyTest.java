@@ -31,7 +31,7 @@ import net.jqwik.api.statistics.Statistics;
  */
 class SelfManagedTreePropertyTest {
 
-  sealed interface Op permits Insert, Match, Acquire, Release, EvictTo, Clear {}
+  sealed interface Op permits Insert, Match, Acquire, AcquireLeaf, Release, EvictTo, Clear {}
 
   /** The scopes drawn: index 0 is the default. */
   static final long[] SCOPES = {
@@ -60,6 +60,12 @@ class SelfManagedTreePropertyTest {
       return "acquire" + (scope == 0 ? "" : "@" + scope) + Arrays.toString(tokens);
     }
   }
+
+  /**
+   * Leases a whole cached sequence that nothing continues (the {@code pick}-th of its scope's,
+   * in order), so that its leaf leaves the LRU heap from wherever it sits in it.
+   */
+  record AcquireLeaf(int scope, int pick) implements Op {}
 
   record Release(int which) implements Op {}
 
@@ -247,6 +253,8 @@ class SelfManagedTreePropertyTest {
             Tuple.of(12, net.jqwik.api.Combinators.combine(scope, prompt).as(Insert::new)),
             Tuple.of(6, net.jqwik.api.Combinators.combine(scope, prompt).as(Match::new)),
             Tuple.of(4, net.jqwik.api.Combinators.combine(scope, prompt).as(Acquire::new)),
+            Tuple.of(6, net.jqwik.api.Combinators.combine(
+                scope, Arbitraries.integers().between(0, 50)).as(AcquireLeaf::new)),
             Tuple.of(4, Arbitraries.integers().between(0, 9).map(Release::new)),
             Tuple.of(2, Arbitraries.integers().between(0, 30).map(EvictTo::new)),
             Tuple.of(1, Arbitraries.just(new Clear())));
@@ -308,6 +316,14 @@ class SelfManagedTreePropertyTest {
         for (long h : tree.addListenerWithSnapshot(late)) {
           late.held.add(h);
         }
+      }
+      if (op instanceof AcquireLeaf al) {
+        List<List<Integer>> leaves = new ArrayList<>(sorted(model.leaves(al.scope())));
+        if (leaves.isEmpty()) {
+          continue;
+        }
+        op = new Acquire(al.scope(), leaves.get(al.pick() % leaves.size()).stream()
+            .mapToInt(Integer::intValue).toArray());
       }
       if (op instanceof Insert i) {
         if (i.scope() == 0) {
