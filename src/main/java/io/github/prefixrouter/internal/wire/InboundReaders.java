@@ -11,6 +11,7 @@ import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BooleanSupplier;
@@ -27,7 +28,9 @@ import java.util.function.LongSupplier;
  * its own at once, up to {@code maxThreads} reading at the same time; a connection beyond that
  * is never queued behind the others: it is closed at once by the server (its executor refuses
  * the task), or, with {@link #executor(IoDeadline, int, IoDeadline, ThreadFactory)}, given to a
- * refuser thread to be answered with a refusal. Once a request's headers have arrived its
+ * refuser thread to be answered with a refusal. A read counts from the task being taken until
+ * it ends, counted here rather than by the pool, which counts a thread as busy until it is back
+ * waiting for the next task. Once a request's headers have arrived its
  * sender's address is known:
  * {@link #tryAcquire} caps the requests from one address whose body is still being read, so one
  * address cannot take every thread with bodies it never finishes. A connection that stalls
@@ -46,11 +49,18 @@ import java.util.function.LongSupplier;
  * does (for the whole deadline): the cap bounds what one address's stalled bodies hold, not
  * what a stranger holds.
  *
- * <p>Idle threads end after 30 seconds. Thread-safe.
+ * <p>The pool starts a thread beyond {@code maxThreads} only when one whose task has ended is
+ * still on its way back to it. Idle threads end after 30 seconds. Thread-safe.
  */
 public final class InboundReaders {
 
   private final ThreadPoolExecutor threads;
+  private final int maxThreads;
+  /**
+   * The connections' tasks taken and not yet ended: counted here, not by the pool, whose
+   * threads still count as busy for a moment after their task has ended.
+   */
+  private final AtomicInteger reading = new AtomicInteger();
   private final int maxPerAddress;
   private final long maxWaitNanos;
   private final Runnable onRefused;
@@ -91,7 +101,12 @@ public final class InboundReaders {
     if (maxWait.isNegative()) {
       throw new IllegalArgumentException("maxWait must not be negative, was " + maxWait);
     }
-    this.threads = new ThreadPoolExecutor(0, maxThreads, 30, TimeUnit.SECONDS, new SynchronousQueue<>(), factory);
+    // reading bounds the tasks, not the pool: a thread whose task has ended counts in the pool
+    // until it is back waiting for the next, and a pool of maxThreads refused a connection
+    // then, with fewer than maxThreads being read; the pool starts a thread beyond maxThreads
+    // only when such a one has not reached the pool yet
+    this.threads = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30, TimeUnit.SECONDS, new SynchronousQueue<>(), factory);
+    this.maxThreads = maxThreads;
     this.maxPerAddress = maxPerAddress;
     this.maxWaitNanos = maxWait.toNanos();
     this.onRefused = onRefused;
@@ -117,12 +132,57 @@ public final class InboundReaders {
   public Executor executor(IoDeadline deadline) {
     return task -> {
       try {
-        threads.execute(() -> deadline.run(task));
+        read(task, deadline);
       } catch (RejectedExecutionException e) {
         onRefused.run();
         throw e;
       }
     };
+  }
+
+  /**
+   * Runs {@code task} under {@code deadline} on a reader thread of its own, counted in
+   * {@link #reading} until it ends.
+   *
+   * @throws RejectedExecutionException if {@code maxThreads} tasks are running, or the
+   *     readers are shut down
+   */
+  private void read(Runnable task, IoDeadline deadline) {
+    for (int n = reading.get(); ; n = reading.get()) {
+      if (n >= maxThreads) {
+        throw new RejectedExecutionException(maxThreads + " requests being read");
+      }
+      if (reading.compareAndSet(n, n + 1)) {
+        break;
+      }
+    }
+    startCounted(task, deadline);
+  }
+
+  /**
+   * Runs {@code task}, already counted in {@link #reading}, under {@code deadline} on a reader
+   * thread, and counts it out when it ends.
+   *
+   * @throws RejectedExecutionException if the readers are shut down (counted out at once)
+   */
+  private void startCounted(Runnable task, IoDeadline deadline) {
+    try {
+      threads.execute(() -> {
+        try {
+          deadline.run(task);
+        } finally {
+          endRead();
+        }
+      });
+    } catch (Throwable e) { // shut down, or no thread could be started: the task never runs
+      endRead();
+      throw e;
+    }
+  }
+
+  /** Counts a task out of {@link #reading}. */
+  private void endRead() {
+    reading.decrementAndGet();
   }
 
   /**
@@ -154,7 +214,7 @@ public final class InboundReaders {
     }
     return task -> {
       try {
-        threads.execute(() -> deadline.run(task));
+        read(task, deadline);
       } catch (RejectedExecutionException e) {
         onRefused.run();
         // throws in turn when every refuser is busy too: the server closes the connection
@@ -310,13 +370,13 @@ public final class InboundReaders {
   }
 
   /**
-   * The reader threads running a connection's task now, refusers not counted (for tests: to
-   * wait until stalled connections hold their threads).
+   * The connections' tasks taken by the readers and not yet ended, refusers not counted (for
+   * tests: to wait until stalled connections hold their threads).
    *
-   * @return the number of threads, at most {@code maxThreads}
+   * @return the number of tasks, at most {@code maxThreads}
    */
   public int readersInUse() {
-    return threads.getActiveCount();
+    return reading.get();
   }
 
   /** Interrupts the readers (and refusers) and lets no new ones start. */

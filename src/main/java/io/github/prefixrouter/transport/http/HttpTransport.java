@@ -279,7 +279,9 @@ import org.slf4j.LoggerFactory;
  * <h2>Threads</h2>
  * The transport is an adapter the host creates, so unlike the core it owns threads, all daemon
  * threads. Its own are named {@code prefix-router-http-<nodeId>-...}: up to
- * {@code readerThreads} reader threads (started on demand, idle ones expire),
+ * {@code readerThreads} reader threads reading (started on demand, idle ones expire; one done
+ * with its request may still be on its way back to the pool as the next one starts, which then
+ * starts another, so there may be a few more, idle),
  * {@code serverThreads} threads writing answers, one client executor (cached, idle threads
  * expire) and one timer thread. The JDK names the others: the HTTP server's
  * {@code HTTP-Dispatcher} (started from the timer thread, so that it is a daemon whichever thread

@@ -11,9 +11,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -197,6 +200,38 @@ class InboundReadersTest {
     assertTrue(most.get() <= 8, "never more than the cap at once: " + most.get());
     assertEquals(0, r.addressesReading());
     return refused.get();
+  }
+
+  /**
+   * A reader thread whose task has ended is on its way back to the pool for a moment, still
+   * counted there as busy; a connection that starts a request then, with none being read, is
+   * read, not refused (one reader, each task started once the last has ended).
+   */
+  @Test
+  void aReadStartedOnceTheLastHasEndedIsNeverRefused() throws Exception {
+    ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor();
+    try {
+      InboundReaders r = new InboundReaders(1, 1, Duration.ZERO, Thread::new, refused::incrementAndGet);
+      made.add(r);
+      Executor e = r.executor(new IoDeadline(timer, Duration.ofSeconds(60), () -> { }));
+      for (int i = 0; i < 2000; i++) {
+        CountDownLatch ran = new CountDownLatch(1);
+        try {
+          e.execute(ran::countDown);
+        } catch (RejectedExecutionException refusal) {
+          throw new AssertionError("read " + i + " refused with none being read", refusal);
+        }
+        assertTrue(ran.await(10, TimeUnit.SECONDS), "read " + i + " ran");
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (r.readersInUse() != 0) {
+          assertTrue(System.nanoTime() < until, "read " + i + " ended");
+          Thread.onSpinWait();
+        }
+      }
+      assertEquals(0, refused.get());
+    } finally {
+      timer.shutdownNow();
+    }
   }
 
   @Test
