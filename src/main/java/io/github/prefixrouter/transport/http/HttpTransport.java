@@ -2733,8 +2733,8 @@ public final class HttpTransport implements Transport {
      * so that its sender takes this node for busy (a request fails with
      * {@link TransportException.Kind#BUSY}), by one of 4 more threads that give it 1 s (or
      * {@link #inboundIoTimeout} if shorter) for its request line and headers; when those 4 are
-     * busy too, it is closed at once. Either is counted ({@link Stats#readsRefused()}). Threads
-     * are started on demand and end after 30 s idle. Default 64.
+     * busy too, it is closed at once. Either is counted ({@link Stats#readsRefused()}). A
+     * message's read counts until its handler, called once its 204 is written, returns. Threads are started on demand and end after 30 s idle. Default 64.
      *
      * @param n the limit, 1 to 4096
      * @return this builder
