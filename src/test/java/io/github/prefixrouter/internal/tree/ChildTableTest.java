@@ -25,6 +25,21 @@ class ChildTableTest {
   }
 
   /** The first token of the child in each slot of the root's table, null for a free slot. */
+  /**
+   * A tree (capacity 100) holding a one-token child for each of {@code others}, then for each of
+   * {@code then}, inserted in that order (so the least recently used first).
+   */
+  private static ConcurrentPrefixTree treeOf(int[] others, int... then) {
+    ConcurrentPrefixTree t = LruEvictionTest.tree(100);
+    for (int k : others) {
+      t.insert(new int[] {k});
+    }
+    for (int k : then) {
+      t.insert(new int[] {k});
+    }
+    return t;
+  }
+
   private static Integer[] slots(ConcurrentPrefixTree t) {
     ConcurrentPrefixTree.Node[] kids = t.rootForTest().kids;
     Integer[] out = new Integer[kids.length];
@@ -48,13 +63,7 @@ class ChildTableTest {
     int c = keyWithHome(0, LEN, 0);
     int absent = keyWithHome(7, LEN, 2);
     int[] others = {keyWithHome(2, LEN, 0), keyWithHome(3, LEN, 0), keyWithHome(4, LEN, 0)};
-    ConcurrentPrefixTree t = LruEvictionTest.tree(100);
-    for (int k : others) {
-      t.insert(new int[] {k});
-    }
-    t.insert(new int[] {a});
-    t.insert(new int[] {b});
-    t.insert(new int[] {c});
+    ConcurrentPrefixTree t = treeOf(others, a, b, c);
     for (int k : others) {
       t.insert(new int[] {k}); // newer than a, b and c
     }
@@ -99,13 +108,7 @@ class ChildTableTest {
     int b = keyWithHome(7, LEN, 1);
     int c = keyWithHome(0, LEN, 0);
     int[] others = {keyWithHome(2, LEN, 0), keyWithHome(3, LEN, 0), keyWithHome(4, LEN, 0)};
-    ConcurrentPrefixTree t = LruEvictionTest.tree(100);
-    for (int k : others) {
-      t.insert(new int[] {k});
-    }
-    t.insert(new int[] {a});
-    t.insert(new int[] {b});
-    t.insert(new int[] {c});
+    ConcurrentPrefixTree t = treeOf(others, a, b, c);
     t.insert(new int[] {a}); // b is now the oldest
     for (int k : others) {
       t.insert(new int[] {k});
