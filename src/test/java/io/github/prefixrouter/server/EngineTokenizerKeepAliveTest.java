@@ -51,20 +51,7 @@ class EngineTokenizerKeepAliveTest {
             conn.setSoLinger(true, 0);
           }
           conn.close();
-          Socket again;
-          try {
-            again = raw.accept();
-          } catch (SocketTimeoutException none) {
-            String how;
-            try {
-              how = "it completed with " + second.getNow(null);
-            } catch (Exception failed) {
-              how = "it failed with " + failed.getCause();
-            }
-            throw new AssertionError("the tokenization was not sent again on a new connection: "
-                + (second.isDone() ? how : "it is still waiting"), none);
-          }
-          try (again) {
+          try (Socket again = RawConnections.acceptSentAgain(raw, second, "tokenization")) {
             RawConnections.readRequest(again);
             answer(again);
             assertArrayEquals(new int[] {1, 2, 3}, second.get(20, TimeUnit.SECONDS).tokens());

@@ -4,9 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketException;
 import java.net.SocketTimeoutException;
+import java.util.concurrent.CompletableFuture;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -52,6 +54,33 @@ public final class RawConnections {
     InputStream in = conn.getInputStream();
     in.readNBytes(Integer.parseInt(m.group(1)));
     return in;
+  }
+
+  /**
+   * Accepts the connection on which a client sends {@code what} again, within {@code raw}'s
+   * accept timeout; when none comes, fails saying so and how {@code f}, the client's future,
+   * ended.
+   *
+   * @param raw the test's server socket, with its accept timeout set
+   * @param f the future of what was sent
+   * @param what what was sent, for the message ("request", "tokenization")
+   * @return the server's side of the new connection
+   * @throws IOException if accepting fails otherwise
+   */
+  public static Socket acceptSentAgain(ServerSocket raw, CompletableFuture<?> f, String what)
+      throws IOException {
+    try {
+      return raw.accept();
+    } catch (SocketTimeoutException none) {
+      String how;
+      try {
+        how = "it completed with " + f.getNow(null);
+      } catch (Exception failed) {
+        how = "it failed with " + failed.getCause();
+      }
+      throw new AssertionError("the " + what + " was not sent again on a new connection within "
+          + raw.getSoTimeout() + " ms: " + (f.isDone() ? how : "it is still waiting"), none);
+    }
   }
 
   /**

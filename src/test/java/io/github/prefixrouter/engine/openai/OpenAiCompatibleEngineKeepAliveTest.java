@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import static io.github.prefixrouter.testing.RawConnections.acceptSentAgain;
 import static io.github.prefixrouter.testing.RawConnections.readHead;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -73,22 +74,6 @@ class OpenAiCompatibleEngineKeepAliveTest {
     conn.close();
   }
 
-  /** The next connection, or an error saying that none came and how {@code f} ended. */
-  private static Socket next(ServerSocket raw, CompletableFuture<?> f) throws Exception {
-    try {
-      return raw.accept();
-    } catch (SocketTimeoutException none) {
-      String how;
-      try {
-        how = "it completed with " + f.getNow(null);
-      } catch (Exception failed) {
-        how = "it failed with " + failed.getCause();
-      }
-      throw new AssertionError("the request was not sent again on a new connection within "
-          + raw.getSoTimeout() + " ms: " + (f.isDone() ? how : "it is still waiting"), none);
-    }
-  }
-
   /** An engine at {@code raw}'s port, with a 30 s request timeout. */
   private static OpenAiCompatibleEngine engineFor(ServerSocket raw) {
     return OpenAiCompatibleEngine.builder()
@@ -144,7 +129,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
         CompletableFuture<EngineResult> second = send(e, "r2", streamed);
         ScriptedOpenAiServer.readRequest(conn);
         drop(conn, reset);
-        try (Socket again = next(raw, second)) {
+        try (Socket again = acceptSentAgain(raw, second, "request")) {
           ScriptedOpenAiServer.readRequest(again);
           answer(again, ANSWER);
           assertEquals("ab", second.get(20, TimeUnit.SECONDS).text());
@@ -167,7 +152,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
       for (int i = 0; i < 2; i++) {
-        try (Socket conn = next(raw, f)) {
+        try (Socket conn = acceptSentAgain(raw, f, "request")) {
           ScriptedOpenAiServer.readRequest(conn);
           drop(conn, false);
         }
@@ -193,7 +178,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
       for (int i = 0; i < 2; i++) {
-        Socket conn = next(raw, f);
+        Socket conn = acceptSentAgain(raw, f, "request");
         held.add(conn);
         ScriptedOpenAiServer.readRequest(conn);
         if (how.equals("reset")) {
@@ -224,7 +209,7 @@ class OpenAiCompatibleEngineKeepAliveTest {
         OpenAiCompatibleEngine e = engineFor(raw)) {
       raw.setSoTimeout(10_000);
       CompletableFuture<EngineResult> f = send(e, "r1", streamed);
-      try (Socket conn = next(raw, f)) {
+      try (Socket conn = acceptSentAgain(raw, f, "request")) {
         ScriptedOpenAiServer.readRequest(conn);
         write(conn.getOutputStream(), "HTTP/1.1 200 OK\r\n" + (!headers ? ""
             : streamed ? "Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
