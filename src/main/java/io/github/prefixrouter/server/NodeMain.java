@@ -386,6 +386,8 @@ public final class NodeMain {
     try {
       part[0] = "the engine " + o.engine;
       int startHealth = -1; // the status of the start's health check of a model server
+      // the model server's KV-cache size, asked when --tree-capacity-tokens is not given
+      OpenAiCompatibleEngine.CacheSize cacheSize = null;
       ReferenceEngine reference = null;
       String baseModel = o.model;
       if (o.engine.equals("reference")) {
@@ -420,7 +422,13 @@ public final class NodeMain {
         }
         OpenAiCompatibleEngine oe = b.build();
         engine = oe; // closed if its health check, or anything after, throws
+        // asked alongside the health check: the start waits for the longer of the two
+        java.util.concurrent.CompletableFuture<OpenAiCompatibleEngine.CacheSize> size =
+            o.treeCapacityGiven ? null : oe.cacheSize(CACHE_SIZE_WAIT);
         startHealth = startHealth(oe, START_HEALTH_WAIT);
+        if (size != null) {
+          cacheSize = size.join();
+        }
         String unhealthy = healthWarning(startHealth, o.engine, o.engineApiKey != null);
         if (unhealthy != null) {
           log.warn(unhealthy);
@@ -469,7 +477,9 @@ public final class NodeMain {
       // says so while it lasts
       EngineKeyWatch keyWatch = engine instanceof OpenAiCompatibleEngine
           ? new EngineKeyWatch(engine, o.engine, o.engineApiKey != null, startHealth) : null;
-      RouterConfig config = withModelId(withGossipGeneration(o.config), o.modelId, baseModel);
+      RouterConfig config = withModelId(withGossipGeneration(
+          cacheSize == null ? o.config : withTreeCapacity(o.config, cacheSize, o.engine)),
+          o.modelId, baseModel);
       node = PrefixRouterNode.builder()
           .nodeId(o.id)
           .config(config)
@@ -561,7 +571,7 @@ public final class NodeMain {
         writeReadyFile(o.readyFile, "peer=" + peerAddress + " client=" + clientAddress + "\n");
       }
       return new Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
-          clientAddress, o.shutdownGrace, o.readyFile, out);
+          clientAddress, o.shutdownGrace, o.readyFile, out, config);
     } catch (Throwable e) { // a checked exception thrown undeclared too: rethrown as it is
       if (node != null) {
         stopPart("the node", node::close, e); // closes the transport too
@@ -912,6 +922,49 @@ public final class NodeMain {
     }
   }
 
+  /** How long the start waits for the model server's KV-cache size ({@link #withTreeCapacity}). */
+  static final java.time.Duration CACHE_SIZE_WAIT = java.time.Duration.ofSeconds(5);
+
+  /**
+   * {@code c} with the tree capacity of the model server's KV-cache size, as {@link
+   * OpenAiCompatibleEngine#cacheSize} found it, logged with where it was read; without one (or
+   * one below the block size), {@code c} as it is, with a warning saying how to set
+   * {@code --tree-capacity-tokens}. A mirror limit given ({@code --mirror-limit-tokens}) below
+   * the size found bounds it, with a warning: the configuration refuses a capacity above it.
+   *
+   * @param engineUrl the server, as {@code --engine} gives it
+   */
+  static RouterConfig withTreeCapacity(RouterConfig c, OpenAiCompatibleEngine.CacheSize size,
+      String engineUrl) {
+    String problem = size.tokens() == 0 ? size.detail()
+        : size.tokens() < c.blockSize() ? size.detail() + ": " + size.tokens()
+            + " tokens, below the block size (" + c.blockSize() + ")"
+        : null;
+    if (problem != null) {
+      log.warn("tree capacity {} tokens: the KV-cache size of the engine at {} is not known ({}); "
+          + "set --tree-capacity-tokens to the server's KV-cache size in tokens (vLLM logs it at "
+          + "start as \"GPU KV cache size: N tokens\", SGLang as max_total_num_tokens)",
+          c.treeCapacityTokens(), engineUrl, problem);
+      return c;
+    }
+    long tokens = size.tokens();
+    RouterConfig sized;
+    try {
+      sized = c.toBuilder().treeCapacityTokens(tokens).build();
+    } catch (IllegalArgumentException belowMirrorLimit) {
+      // the only setting a capacity from the block size up can break: an automatic mirror
+      // limit follows the capacity, so this one was given
+      long limit = c.mirrorLimitTokens();
+      log.warn("tree capacity {} tokens: the engine's KV-cache size, {} tokens from {}, is above "
+          + "--mirror-limit-tokens {}; raise that to at least {}, or set --tree-capacity-tokens",
+          limit, tokens, size.detail(), limit, tokens);
+      return c.toBuilder().treeCapacityTokens(limit).build();
+    }
+    log.info("tree capacity {} tokens: the engine's KV-cache size, from {}; "
+        + "--tree-capacity-tokens N sets it instead", tokens, size.detail());
+    return sized;
+  }
+
   /**
    * {@code c} with the node's model id: {@code modelId} if given (empty for none), else the base
    * model's name, else (no base model known, or a name that cannot be a model id) none, with a
@@ -960,6 +1013,8 @@ public final class NodeMain {
     /** The OpenAI routes' tokenizer, closed after the endpoint stops; null for none. */
     final PromptTokenizer tokenizer;
     final String clientAddress;
+    /** The node's configuration, as the start completed it; null where none was given. */
+    final RouterConfig config;
     private final java.time.Duration shutdownGrace;
     private final java.nio.file.Path readyFile;
     /** Where the stats line is printed. */
@@ -969,8 +1024,10 @@ public final class NodeMain {
     Running(PrefixRouterNode node, HttpTransport transport, InferenceEngine engine,
         Schedulers.ClosableScheduler scheduler, Schedulers.ClosableScheduler files,
         ClientEndpoint endpoint, PromptTokenizer tokenizer, String clientAddress,
-        java.time.Duration shutdownGrace, java.nio.file.Path readyFile, java.io.PrintStream out) {
+        java.time.Duration shutdownGrace, java.nio.file.Path readyFile, java.io.PrintStream out,
+        RouterConfig config) {
       this.out = out;
+      this.config = config;
       this.tokenizer = tokenizer;
       this.files = files;
       this.shutdownGrace = shutdownGrace;

@@ -160,7 +160,12 @@ public final class NodeOptions {
           "  --tree-capacity-tokens N the server's prefix cache in tokens: the self-managed tree's",
           "                           capacity (an engine without cache events) and the basis of",
           "                           how long a prefix is expected to stay cached; default",
-          "                           --engine-cache-tokens (reference engine), else 1048576",
+          "                           --engine-cache-tokens (reference engine), else the size",
+          "                           the server publishes, asked at the start for 5 s at most",
+          "                           (vLLM's /metrics: vllm:cache_config_info block_size x",
+          "                           num_gpu_blocks; SGLang's /get_server_info:",
+          "                           max_total_num_tokens; 1 to 2^36) and logged, else 1048576",
+          "                           (with a warning)",
           "  --mirror-limit-tokens N  the most tokens a tree mirroring the engine's cache events",
           "                           holds: beyond, the engine's removals are not arriving and",
           "                           its least recently stored blocks are dropped; 0 or at least",
@@ -317,6 +322,11 @@ public final class NodeOptions {
   final int engineCacheTokens;
   final RouterConfig config;
   /**
+   * Whether {@code --tree-capacity-tokens} was given: if not, a node in front of a model server
+   * asks the server for its KV-cache size at the start ({@link NodeMain#withTreeCapacity}).
+   */
+  final boolean treeCapacityGiven;
+  /**
    * The reader limits of the peer port (the transport's {@code readerThreads} and
    * {@code maxUnfinishedReadsPerAddress}) and of the client port; 0 when not given (the
    * defaults hold).
@@ -367,6 +377,7 @@ public final class NodeOptions {
       tlsCheck = null;
       tlsBindNodeIds = false;
       config = null;
+      treeCapacityGiven = false;
       readyFile = null;
       shutdownGrace = null;
       engineRequestTimeout = peerMaxHandling = engineStreamIdle = null;
@@ -673,6 +684,7 @@ public final class NodeOptions {
     this.engineSeed = longValue(v, "engine-seed", 42);
     this.engineThreads = intValue(v, "engine-threads", 1);
     this.engineCacheTokens = intValue(v, "engine-cache-tokens", 65536);
+    this.treeCapacityGiven = v.containsKey("tree-capacity-tokens");
     RouterConfig.Builder cb = RouterConfig.builder();
     cb.policy(policy(v.getOrDefault("policy", "cost-aware")));
     if (v.containsKey("block-size")) {

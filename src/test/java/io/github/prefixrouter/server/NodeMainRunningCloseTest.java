@@ -77,7 +77,7 @@ class NodeMainRunningCloseTest {
     ClientEndpoint endpoint = new ClientEndpoint(node, List::of, 1, Duration.ofSeconds(1));
     return new NodeMain.Running(node, transport, engine, scheduler, files, endpoint, tokenizer,
         "127.0.0.1:1", Duration.ofSeconds(1), null,
-        new PrintStream(out, true, StandardCharsets.UTF_8));
+        new PrintStream(out, true, StandardCharsets.UTF_8), null);
   }
 
   /** A scheduler that notes its close. */

@@ -203,6 +203,8 @@ import org.slf4j.LoggerFactory;
  * outstanding, the limit and the requests refused at it. {@link #health()} probes {@code /health},
  * falling back to {@code /v1/models}, which it also asks after a healthy {@code /health}: a 401
  * or 403 there (vLLM guards only {@code /v1} with its key) makes the server unhealthy.
+ * {@link #cacheSize} asks the server how many tokens its KV cache holds (vLLM's
+ * {@code /metrics}, SGLang's {@code /get_server_info}), for the routing's tree capacity.
  *
  * <p><b>Keep-alive.</b> Building the adapter ({@link Builder#build()}) sets the JVM-wide system
  * property {@code jdk.httpclient.keepalive.timeout} to 20 (seconds) if the host has not set it,
@@ -243,7 +245,8 @@ import org.slf4j.LoggerFactory;
  * was garbage collected); with {@link Builder#kvEvents}, the subscriber's one reader thread. The deadline
  * of a request's body is kept by the JDK's shared {@link CompletableFuture#orTimeout} timer,
  * and so are a stream's idle bound and the second after a stream's {@code [DONE]} (or after
- * its {@code finish_reason}, when no {@code [DONE]} has come); a request that misses its deadline is
+ * its {@code finish_reason}, when no {@code [DONE]} has come), and {@link #cacheSize}'s wait
+ * (whose answers are then read on that timer's thread); a request that misses its deadline is
  * failed, and a body still open then closed, on the builder's executor (on the timer's own
  * thread when that executor refuses the work, or throws anything else as it is handed it), or
  * on the common fork-join pool.
@@ -282,6 +285,9 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final URI completionsUri;
   private final URI healthUri;
   private final URI modelsUri;
+  /** Where {@link #cacheSize} looks: vLLM's metrics, SGLang's server information. */
+  private final URI metricsUri;
+  private final URI serverInfoUri;
   private final String model;
   private final String apiKey;
   private final Duration requestTimeout;
@@ -311,8 +317,12 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
   private final LongAdder connectionRetries = new LongAdder();
   /** The requests in flight by id: ids are unique per origin only, so a few may share one. */
   private final RunsById<Running> running = new RunsById<>();
-  /** The health probes in flight, until their answers' bodies have ended. */
-  private final Set<CompletableFuture<HttpResponse<Void>>> probes = ConcurrentHashMap.newKeySet();
+  /**
+   * The health probes, and the questions of {@link #cacheSize}, in flight, until their answers'
+   * bodies have ended.
+   */
+  private final Set<CompletableFuture<? extends HttpResponse<?>>> probes =
+      ConcurrentHashMap.newKeySet();
   /**
    * Whether the server has reported {@code usage.prompt_tokens_details.cached_tokens} in an
    * answer, streamed or not: an answer whose usage leaves it out is then a miss, 0
@@ -342,6 +352,8 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
     this.completionsUri = URI.create(base + "/v1/completions");
     this.healthUri = URI.create(base + "/health");
     this.modelsUri = URI.create(base + "/v1/models");
+    this.metricsUri = URI.create(base + "/metrics");
+    this.serverInfoUri = URI.create(base + "/get_server_info");
     this.model = b.model;
     this.apiKey = b.apiKey;
     // at most 2^63 ns (292 years), which is "never" here, as the connect timeout: the JDK's HTTP
@@ -1839,6 +1851,170 @@ public final class OpenAiCompatibleEngine implements InferenceEngine, AutoClosea
       }
     });
     return status;
+  }
+
+  /** The largest KV-cache size {@link #cacheSize} takes, in tokens: 2^36 (68,719,476,736). */
+  public static final long MAX_CACHE_SIZE_TOKENS = 1L << 36;
+  /** How much of each answer {@link #cacheSize} reads at most: 4 MiB. */
+  static final int MAX_CACHE_SIZE_ANSWER_BYTES = 4 << 20;
+
+  /**
+   * What {@link #cacheSize} found.
+   *
+   * @param tokens the server's KV-cache size in tokens, from 1 to {@link
+   *     #MAX_CACHE_SIZE_TOKENS}; 0 when none was found
+   * @param detail where the size was read and how (the endpoint, the metric or member, and for
+   *     vLLM its block size and blocks), or, when none was found, what each endpoint answered
+   */
+  public record CacheSize(long tokens, String detail) {
+    /**
+     * Checks the fields.
+     *
+     * @throws NullPointerException if {@code detail} is null
+     * @throws IllegalArgumentException if {@code tokens} is outside 0 to {@link
+     *     #MAX_CACHE_SIZE_TOKENS}
+     */
+    public CacheSize {
+      Objects.requireNonNull(detail, "detail");
+      if (tokens < 0 || tokens > MAX_CACHE_SIZE_TOKENS) {
+        throw new IllegalArgumentException("tokens must be 0 to " + MAX_CACHE_SIZE_TOKENS
+            + ", was " + tokens);
+      }
+    }
+  }
+
+  /**
+   * Asks the server how many tokens its KV cache holds, as vLLM and SGLang publish it, for
+   * {@link io.github.prefixrouter.RouterConfig.Builder#treeCapacityTokens}: both at once,
+   * {@code GET /metrics} (vLLM's Prometheus gauge {@code vllm:cache_config_info}, whose labels
+   * {@code block_size} times {@code num_gpu_blocks} is the size; with several engines behind
+   * the server, a sample each, the sum) and {@code GET /get_server_info} (SGLang's
+   * {@code max_total_num_tokens}), each with the {@link Builder#apiKey} as the other requests.
+   * vLLM's answer is taken when both give a size. Each answer is read up to 4 MiB: of
+   * {@code /metrics} only the lines within its first 4 MiB count, a larger
+   * {@code /get_server_info} is refused. A size must be a whole number from 1 to {@link
+   * #MAX_CACHE_SIZE_TOKENS}; anything else (an error status, an error page, a value absent,
+   * not a number, zero, negative or larger, a malformed line) gives none from that endpoint.
+   * Whatever has not been answered when {@code wait} has passed is given up, its connection
+   * closed; so is everything when the engine closes.
+   *
+   * @param wait how long the answers may take, their bodies included
+   * @return a future of what was found, complete within {@code wait} (plus the time to read
+   *     what came); never completes exceptionally
+   * @throws NullPointerException if {@code wait} is null
+   */
+  public CompletableFuture<CacheSize> cacheSize(Duration wait) {
+    Objects.requireNonNull(wait, "wait");
+    if (closed) {
+      return CompletableFuture.completedFuture(new CacheSize(0, "the engine is closed"));
+    }
+    long waitNanos = Durations.saturatedNanos(wait);
+    CompletableFuture<HttpResponse<CacheSizeAnswers.Prefix>> metrics =
+        ask(metricsUri, info -> CacheSizeAnswers.prefix(MAX_CACHE_SIZE_ANSWER_BYTES), waitNanos);
+    CompletableFuture<HttpResponse<byte[]>> serverInfo = ask(serverInfoUri,
+        info -> CappedBody.orNull(info, MAX_CACHE_SIZE_ANSWER_BYTES), waitNanos);
+    return CompletableFuture.allOf(metrics, serverInfo)
+        .handle((v, e) -> null)
+        .completeOnTimeout(null, waitNanos, TimeUnit.NANOSECONDS)
+        .thenApply(v -> {
+          // what has not ended by now is given up, its connection closed
+          boolean[] ended = {metrics.isDone(), serverInfo.isDone()};
+          metrics.cancel(true);
+          serverInfo.cancel(true);
+          String[] found = new String[2];
+          CacheSize fromMetrics = size(metricsUri, metrics, ended, wait, found, 0, r ->
+              CacheSizeAnswers.fromPrometheus(
+                  new String(r.body().bytes(), StandardCharsets.UTF_8), r.body().cut()));
+          if (fromMetrics != null) {
+            return new CacheSize(fromMetrics.tokens(), CacheSizeAnswers.VLLM_METRIC + " at "
+                + metricsUri + " (" + fromMetrics.detail() + ")");
+          }
+          CacheSize fromInfo = size(serverInfoUri, serverInfo, ended, wait, found, 1, r -> {
+            if (r.body() == null) {
+              throw new CacheSizeAnswers.Refused("the answer is larger than "
+                  + MAX_CACHE_SIZE_ANSWER_BYTES + " bytes");
+            }
+            return new CacheSize(CacheSizeAnswers.fromServerInfo(
+                new String(r.body(), StandardCharsets.UTF_8)), "");
+          });
+          if (fromInfo != null) {
+            return new CacheSize(fromInfo.tokens(), "max_total_num_tokens at " + serverInfoUri);
+          }
+          return new CacheSize(0, found[0] + "; " + found[1]);
+        })
+        .exceptionally(e -> new CacheSize(0, "the questions failed: " + e));
+  }
+
+  /** How {@link #cacheSize} reads one answer's size. */
+  private interface SizeReader<T> {
+    CacheSize read(HttpResponse<T> answer) throws CacheSizeAnswers.Refused;
+  }
+
+  /**
+   * The size the {@code k}th of {@link #cacheSize}'s questions found (at least 1 token), or
+   * null, with {@code found[k]} saying why there is none; {@code ended[k]}: whether it had ended
+   * when its wait was over.
+   */
+  private static <T> CacheSize size(URI uri, CompletableFuture<HttpResponse<T>> call,
+      boolean[] ended, Duration wait, String[] found, int k, SizeReader<T> reader) {
+    String where = "GET " + uri + ": ";
+    if (!ended[k]) {
+      found[k] = where + "no answer within " + wait.toMillis() + " ms";
+      return null;
+    }
+    HttpResponse<T> r;
+    try {
+      r = call.join();
+    } catch (CompletionException | java.util.concurrent.CancellationException e) {
+      Throwable c = e.getCause() != null ? e.getCause() : e;
+      found[k] = where + (c instanceof ConnectException ? "connection refused"
+          : c instanceof HttpTimeoutException ? "no answer within " + wait.toMillis() + " ms"
+          : ShortText.prefix(String.valueOf(c), 200));
+      return null;
+    }
+    if (r.statusCode() != 200) {
+      found[k] = where + "HTTP " + r.statusCode();
+      return null;
+    }
+    try {
+      CacheSize read = reader.read(r);
+      if (read.tokens() < 1) {
+        throw new CacheSizeAnswers.Refused("no size");
+      }
+      return read;
+    } catch (CacheSizeAnswers.Refused e) {
+      found[k] = where + e.getMessage();
+      return null;
+    } catch (RuntimeException e) { // the heap bound of the parse, say
+      found[k] = where + ShortText.prefix(String.valueOf(e), 200);
+      return null;
+    }
+  }
+
+  /**
+   * Sends {@code GET uri} for {@link #cacheSize}, with the API key, within {@code waitNanos};
+   * tracked in {@link #probes} until it ends, so that {@link #close()} ends it. Never throws: a
+   * request that cannot be sent is a failed future.
+   */
+  private <T> CompletableFuture<HttpResponse<T>> ask(URI uri, HttpResponse.BodyHandler<T> handler,
+      long waitNanos) {
+    HttpRequest.Builder hb = HttpRequest.newBuilder(uri)
+        .timeout(Duration.ofNanos(Math.max(1, waitNanos))).GET();
+    if (apiKey != null) {
+      hb.header("Authorization", "Bearer " + apiKey);
+    }
+    CompletableFuture<HttpResponse<T>> call;
+    try {
+      call = client.http().sendAsync(hb.build(), handler);
+    } catch (Throwable e) { // a client ended by close(); the host's proxy selector's Error too
+      return CompletableFuture.failedFuture(e);
+    }
+    probes.add(call);
+    call.whenComplete((r, e) -> probes.remove(call));
+    if (closed) {
+      call.cancel(true);
+    }
+    return call;
   }
 
   /**

@@ -149,6 +149,46 @@ public final class FakeOpenAiServer implements AutoCloseable {
   }
 
   /**
+   * Serves {@code path} (and the paths under it) with {@code handler}, after the key check of
+   * {@link #requireApiKey}: a server's other endpoints ({@code /metrics},
+   * {@code /get_server_info}); unknown paths are answered 404.
+   *
+   * @param path the path
+   * @param handler what answers it; the exchange is closed after it
+   */
+  public void serve(String path, com.sun.net.httpserver.HttpHandler handler) {
+    server.createContext(path, ex -> {
+      try (ex) {
+        if (authorized(ex)) {
+          handler.handle(ex);
+        }
+      } catch (IOException e) {
+        // the client went away
+      }
+    });
+  }
+
+  /**
+   * Serves {@code GET path} with {@code status} and {@code body} of {@code contentType}, as
+   * {@link #serve(String, com.sun.net.httpserver.HttpHandler)}.
+   *
+   * @param path the path
+   * @param status the HTTP status
+   * @param contentType the body's type
+   * @param body the body
+   */
+  public void serve(String path, int status, String contentType, String body) {
+    byte[] b = body.getBytes(StandardCharsets.UTF_8);
+    serve(path, ex -> {
+      ex.getResponseHeaders().add("Content-Type", contentType);
+      ex.sendResponseHeaders(status, b.length == 0 ? -1 : b.length);
+      if (b.length > 0) {
+        ex.getResponseBody().write(b);
+      }
+    });
+  }
+
+  /**
    * Whether {@code POST /tokenize} answers (404 without a body when not, the default): a text
    * prompt's ids are its UTF-8 bytes, a chat's those of its last message's content.
    *
