@@ -1,13 +1,17 @@
 package io.github.prefixrouter.internal.wire;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.ConnectException;
 import java.net.ProtocolException;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.function.BooleanSupplier;
@@ -28,7 +32,8 @@ import javax.net.ssl.SSLHandshakeException;
  * keeps an idle connection in its pool for {@code jdk.httpclient.keepalive.timeout} seconds (20
  * as the library sets it). A request written to a pooled connection as the server closes it
  * fails with {@code "HTTP/1.1 header parser received no bytes"} or a connection reset, and JDK
- * 17's client sends only idempotent requests again, never a POST. The server never read that
+ * 17's client sends only idempotent requests again, never a POST (unless the host sets
+ * {@code jdk.httpclient.enableAllMethodRetry}, {@link #sentAgainByClient}). The server never read that
  * request. The second try goes out on a new connection (the client drops the closed one from
  * its pool), within what is left of the exchange's timeout, and is the last: a server that is
  * really gone then refuses the connection and the exchange fails with that at once.
@@ -149,8 +154,9 @@ public final class RetriedExchange<T> {
    * Whether the JDK client has sent {@code request} a second time itself already before it
    * failed with {@code c}: it does so, once, for a connection that ended before any byte of the
    * answer ({@link #NO_ANSWER}), with a GET or a HEAD, or any method when the host set
-   * {@code jdk.httpclient.enableAllMethodRetry}. Sent again here too, such a request would reach
-   * a server that drops every request four times.
+   * {@code jdk.httpclient.enableAllMethodRetry} ({@link #CLIENT_RESENDS_ALL_METHODS}: as the
+   * client reads it, so that a POST is sent again once, not twice and not never). Sent again
+   * here too, such a request would reach a server that drops every request four times.
    *
    * @param request the request the try sent
    * @param c what the try failed with, unwrapped
@@ -159,8 +165,59 @@ public final class RetriedExchange<T> {
   static boolean sentAgainByClient(HttpRequest request, Throwable c) {
     String method = request.method();
     boolean clientRetries = method.equals("GET") || method.equals("HEAD")
-        || Boolean.parseBoolean(System.getProperty("jdk.httpclient.enableAllMethodRetry"));
+        || CLIENT_RESENDS_ALL_METHODS;
     return clientRetries && NO_ANSWER.equals(c.getMessage());
+  }
+
+  /** The JDK client's setting that makes it send a request of any method again, a POST too. */
+  static final String ALL_METHOD_RETRY = "jdk.httpclient.enableAllMethodRetry";
+
+  /**
+   * Whether the JDK client sends a request of any method again ({@link #ALL_METHOD_RETRY}), as
+   * the client reads it: from the system property or, without one, from the JDK's
+   * {@code conf/net.properties} ({@link #clientResendsAllMethods}), once, as the JVM's first
+   * exchange of a JDK client starts. This class reads it once too, as the first exchange it
+   * sends starts: the same moment, unless the host's own code sent one before. A value the
+   * host sets later changes neither.
+   */
+  static final boolean CLIENT_RESENDS_ALL_METHODS =
+      clientResendsAllMethods(System.getProperty(ALL_METHOD_RETRY, netProperty(ALL_METHOD_RETRY)));
+
+  /**
+   * {@link #ALL_METHOD_RETRY}'s value read as JDK 17 to 25 read it
+   * ({@code jdk.internal.net.http.MultiExchange}): unset is false, an empty value (a bare
+   * {@code -Djdk.httpclient.enableAllMethodRetry}) true, any other true only if it is
+   * {@code true} in any case ({@link Boolean#parseBoolean}).
+   *
+   * @param value the setting, or null if it is not set
+   * @return whether the client sends a POST again itself
+   */
+  static boolean clientResendsAllMethods(String value) {
+    if (value == null) {
+      return false;
+    }
+    return value.isEmpty() || Boolean.parseBoolean(value);
+  }
+
+  /**
+   * A setting of the JDK's {@code conf/net.properties} (under {@code java.home}), where the
+   * JDK's client reads the networking settings the system properties do not give; null if it
+   * has none or the file cannot be read.
+   */
+  static String netProperty(String name) {
+    try {
+      String home = System.getProperty("java.home");
+      if (home == null) {
+        return null;
+      }
+      Properties p = new Properties();
+      try (InputStream in = Files.newInputStream(Path.of(home, "conf", "net.properties"))) {
+        p.load(in);
+      }
+      return p.getProperty(name);
+    } catch (IOException | RuntimeException unreadable) {
+      return null; // as the JDK: no file, no defaults
+    }
   }
 
   /**
