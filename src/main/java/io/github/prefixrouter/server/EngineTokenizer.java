@@ -31,6 +31,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.regex.Pattern;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -39,8 +40,8 @@ import org.slf4j.LoggerFactory;
  * the same for text prompts), so the ids are exactly those the server would compute from the
  * text, and a chat conversation is rendered by the model's own chat template. An SGLang whose
  * {@code /tokenize} requires {@code prompt} and reads no {@code messages} refuses every
- * conversation with a validation error, HTTP 400, which is taken, as any such 4xx, for the
- * request's fault: next to it no chat request is served (docs/deployment.md, "Text and chat").
+ * conversation with a validation error naming {@code prompt}, HTTP 400: the tokenizer's fault,
+ * as the conversation's body has none (docs/deployment.md, "Text and chat").
  *
  * <ul>
  *   <li>A text prompt is sent as {@code {"model", "prompt", "add_special_tokens": true}} (the
@@ -58,7 +59,9 @@ import org.slf4j.LoggerFactory;
  *       OpenAI's error shape naming a model ({@link OpenAiErrors#namesModel}: a framework's
  *       {@code {"detail":"Not Found"}}, a proxy's page or its JSON, OpenAI's {@code "Invalid
  *       URL"}) is the request's fault ({@link TokenizeException#invalidRequest()}: a malformed
- *       conversation, an unknown model), with the server's own message; everything else (not
+ *       conversation, an unknown model), with the server's own message, but a conversation's
+ *       validation error naming {@code prompt} ({@link #requiresPrompt}: the endpoint reads no
+ *       conversations); everything else (not
  *       reachable, a request the HTTP client cannot send or that cannot be written, whatever is
  *       thrown there, an {@link Error} too, a 5xx, the node's key refused or missing, which the
  *       message says naming the key's flag and variable but never the key, and which is logged
@@ -142,6 +145,8 @@ final class EngineTokenizer implements PromptTokenizer {
   /** The tokenizations in flight and their exchanges, until the tokenizations have ended. */
   private final Map<CompletableFuture<Tokenized>, CompletableFuture<?>> inFlight =
       new ConcurrentHashMap<>();
+  /** Whether a refusal of every conversation ({@link #requiresPrompt}) was logged: once. */
+  private final AtomicBoolean chatRefusalLogged = new AtomicBoolean();
   /** Whether a 401 or 403 was logged: once per tokenizer. */
   private final AtomicBoolean keyRefusalLogged = new AtomicBoolean();
   /**
@@ -372,7 +377,7 @@ final class EngineTokenizer implements PromptTokenizer {
     }
     body.put("prompt", prompt);
     body.put("add_special_tokens", true);
-    return post(body, prompt.isBlank(), heap);
+    return post(body, prompt.isBlank(), false, heap);
   }
 
   /**
@@ -391,7 +396,7 @@ final class EngineTokenizer implements PromptTokenizer {
     if (chatTemplateKwargs != null && !chatTemplateKwargs.isEmpty()) {
       body.put("chat_template_kwargs", chatTemplateKwargs);
     }
-    return post(body, false, heap);
+    return post(body, false, true, heap);
   }
 
   /** The heap a string of {@code text}'s characters takes: a byte each if all are Latin-1. */
@@ -426,9 +431,11 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /**
    * Sends {@code body}; {@code blank}: it is a text prompt of white space at most, which may
-   * have no tokens (the request's fault then), where any other has some.
+   * have no tokens (the request's fault then), where any other has some; {@code chat}: it is a
+   * conversation ({@code messages}, no {@code prompt}).
    */
-  private CompletableFuture<Tokenized> post(Map<String, Object> body, boolean blank, Heap heap) {
+  private CompletableFuture<Tokenized> post(Map<String, Object> body, boolean blank, boolean chat,
+      Heap heap) {
     if (closed) {
       return CompletableFuture.failedFuture(closedFault());
     }
@@ -492,7 +499,7 @@ final class EngineTokenizer implements PromptTokenizer {
         return;
       }
       try {
-        result.complete(parse(resp.statusCode(), resp.body(), blank, share));
+        result.complete(parse(resp.statusCode(), resp.body(), blank, chat, share));
       } catch (TokenizeException e) {
         result.completeExceptionally(e);
       } catch (Throwable e) { // an Error too (the heap running out as the answer is parsed): lost
@@ -580,16 +587,17 @@ final class EngineTokenizer implements PromptTokenizer {
 
   /** The ids of a 200 answer, or the failure an error answer says. */
   Tokenized parse(int status, byte[] body) {
-    return parseWithin(status, body, true, null);
+    return parseWithin(status, body, true, false, null);
   }
 
   /**
    * As {@link #parse(int, byte[])}, taking the heap of the answer's text and its parse from
    * {@code share}.
    */
-  private Tokenized parse(int status, byte[] body, boolean blank, BodyBudget.Share share) {
+  private Tokenized parse(int status, byte[] body, boolean blank, boolean chat,
+      BodyBudget.Share share) {
     try {
-      return parseWithin(status, body, blank, share::take);
+      return parseWithin(status, body, blank, chat, share::take);
     } catch (BodyBudget.Refused e) {
       throw refusedShare(e);
     }
@@ -599,9 +607,11 @@ final class EngineTokenizer implements PromptTokenizer {
    * The ids of a 200 answer, or the failure an error answer says, taking the heap of its text
    * and its parse from {@code memory} (null: from nowhere), whose failure is thrown on. No ids
    * are the request's fault for a {@code blank} prompt, else the tokenizer's: it did not read
-   * the prompt.
+   * the prompt. A validation error of a {@code chat} tokenization that names {@code prompt}
+   * ({@link #requiresPrompt}) is the tokenizer's fault: it reads no conversation.
    */
-  private Tokenized parseWithin(int status, byte[] body, boolean blank, Json.Memory memory) {
+  private Tokenized parseWithin(int status, byte[] body, boolean blank, boolean chat,
+      Json.Memory memory) {
     if (memory != null) {
       memory.take(2L * body.length); // its text: two bytes a character at most
     }
@@ -612,6 +622,18 @@ final class EngineTokenizer implements PromptTokenizer {
       boolean noEndpoint = status == 405 || status == 404 && !OpenAiErrors.namesModel(error);
       boolean requestsFault = status >= 400 && status < 500 && !noEndpoint
           && status != 401 && status != 403 && status != 408 && status != 429;
+      if (requestsFault && chat && requiresPrompt(error, text)) {
+        // the conversation's body has no prompt: the endpoint requires one, and reads no
+        // messages (an SGLang or a vLLM from before chat tokenization), whatever the conversation
+        TokenizeException f = fault(uri + " answered " + status + (message.isEmpty() ? ""
+            : ": " + message) + NO_CONVERSATIONS, null);
+        if (!chatRefusalLogged.getAndSet(true)) {
+          // without the server's words, which may echo the client's conversation
+          log.warn("tokenizer failed: {} answered {} to a conversation{} (logged once; every "
+              + "chat request fails so)", uri, status, NO_CONVERSATIONS);
+        }
+        throw f;
+      }
       if (requestsFault) {
         throw invalid(message);
       }
@@ -684,6 +706,39 @@ final class EngineTokenizer implements PromptTokenizer {
         : "; the server refuses requests without an API key: give the server's key with "
             + "--engine-api-key-file FILE or env " + NodeOptions.ENGINE_API_KEY_ENV
             + " (sent to a --tokenizer URL only on --engine's scheme, host and port)";
+  }
+
+  /** What a tokenizer that reads no conversation is told to do, after the server's words. */
+  static final String NO_CONVERSATIONS = " (its /tokenize reads no conversation: it requires "
+      + "\"prompt\" and no \"messages\", as an SGLang or a vLLM from before chat tokenization "
+      + "does; point --tokenizer at a vLLM-style /tokenize of the same model and chat template, "
+      + "or apply the template in the client and send token ids)";
+
+  /** A validation error's text naming the body's {@code prompt} (Python's or pydantic's words). */
+  private static final Pattern PROMPT_NAMED = Pattern.compile(
+      "'loc': \\('body', 'prompt'\\)|(?m)^(body -> )?prompt\\R\\s+[Ff]ield required");
+
+  /**
+   * Whether an error answer ({@code error}, its body parsed, or null; {@code body}, its text) is
+   * a validation error naming the request body's {@code prompt}: FastAPI's {@code detail} with
+   * an error at {@code ["body", "prompt"]} (its own 422), or a message that names it as Python
+   * or pydantic write it ({@code 'loc': ('body', 'prompt')}, what SGLang's and vLLM's 400s for a
+   * validation error carry; {@code prompt} or {@code body -> prompt} then {@code Field
+   * required}). A conversation's body has no {@code prompt}: a server that names it requires
+   * one.
+   */
+  static boolean requiresPrompt(Object error, String body) {
+    if (Json.path(error, "detail") instanceof List<?> details) {
+      for (Object d : details) {
+        if (Json.path(d, "loc") instanceof List<?> loc && loc.equals(List.of("body", "prompt"))) {
+          return true;
+        }
+      }
+    }
+    String m = Json.path(error, "error", "message") instanceof String s ? s
+        : Json.path(error, "message") instanceof String s ? s
+        : error == null ? body : null;
+    return m != null && PROMPT_NAMED.matcher(m).find();
   }
 
   private static TokenizeException invalid(String message) {

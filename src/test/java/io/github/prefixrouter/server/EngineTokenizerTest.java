@@ -246,20 +246,60 @@ class EngineTokenizerTest {
   }
 
   /**
-   * An SGLang whose {@code /tokenize} requires {@code prompt} and reads no {@code messages}
-   * refuses a conversation with a validation error, HTTP 400: taken, as any such answer, for the
-   * request's fault, with SGLang's message, so next to it every chat request is answered 400
-   * (docs/deployment.md, "Text and chat").
+   * A server whose {@code /tokenize} requires {@code prompt} and reads no {@code messages} (an
+   * SGLang or a vLLM from before conversations could be tokenized) refuses every conversation
+   * with a validation error naming {@code prompt} as missing: HTTP 400 from SGLang and vLLM,
+   * which turn FastAPI's validation errors into 400s, or FastAPI's own 422. The node's body has
+   * no {@code prompt}, so that is the tokenizer's fault, not the conversation's: it was taken
+   * for the request's, and next to such a server every chat request was answered 400.
    */
-  @Test
-  void aServerWhoseTokenizeReadsNoMessagesRefusesEveryConversationAsInvalid() throws Exception {
-    answer.set(new Answer(400, "{\"object\":\"error\",\"message\":\"1 validation error for "
-        + "TokenizeRequest\\nprompt\\n  Field required [type=missing]\",\"type\":\"Bad Request\","
-        + "\"param\":null,\"code\":400}"));
+  @ParameterizedTest(name = "{0}")
+  @CsvSource(delimiter = '|', value = {
+      // SGLang's handler: str(exc) and str(exc.errors()), Python's reprs
+      "400|{\"object\":\"error\",\"message\":\"[{'type': 'missing', 'loc': ('body', 'prompt'), "
+          + "'msg': 'Field required', 'input': {'model': 'm', 'messages': [{'role': 'user', "
+          + "'content': 'hi'}], 'add_generation_prompt': True}}]\",\"type\":\"Bad Request\","
+          + "\"param\":null,\"code\":400}",
+      // pydantic's own text of the error
+      "400|{\"object\":\"error\",\"message\":\"1 validation error for TokenizeRequest\\nprompt\\n  "
+          + "Field required [type=missing, input_value={'messages': []}, input_type=dict]\","
+          + "\"type\":\"BadRequestError\",\"param\":null,\"code\":400}",
+      // pydantic 1's
+      "400|{\"object\":\"error\",\"message\":\"1 validation error for Request\\nbody -> prompt\\n"
+          + "  field required (type=value_error.missing)\",\"type\":\"BadRequestError\",\"code\":400}",
+      // FastAPI's own answer
+      "422|{\"detail\":[{\"type\":\"missing\",\"loc\":[\"body\",\"prompt\"],\"msg\":\"Field "
+          + "required\",\"input\":{\"messages\":[]}}]}",
+  })
+  void aServerWhoseTokenizeReadsNoMessagesIsTheTokenizersFault(int status, String body)
+      throws Exception {
+    answer.set(new Answer(status, body));
+    TokenizeException e = failed(tokenizer.tokenizeChat("m",
+        List.of(Map.of("role", "user", "content", "hi")), Map.of()));
+    assertFalse(e.invalidRequest(), "the tokenizer's fault: " + e.getMessage());
+    assertTrue(e.getMessage().contains("reads no conversation"), e.getMessage());
+    // a text prompt refused so is the request's fault, as any other 4xx
+    TokenizeException text = failed(tokenizer.tokenize("m", "x"));
+    assertTrue(text.invalidRequest(), text.getMessage());
+  }
+
+  /**
+   * A conversation the server refuses otherwise (its chat template raises on it, a message it
+   * cannot validate) is the request's fault, with the server's words.
+   */
+  @ParameterizedTest(name = "{0}: {1}")
+  @CsvSource(delimiter = '|', value = {
+      "400|{\"error\":{\"message\":\"Conversation roles must alternate user/assistant/user/assistant/...\",\"type\":\"BadRequestError\",\"code\":400}}|Conversation roles must alternate",
+      "400|{\"object\":\"error\",\"message\":\"[{'type': 'literal_error', 'loc': ('body', 'messages', 0, 'role'), 'msg': 'Input should be user'}]\",\"code\":400}|'loc': ('body', 'messages', 0, 'role')",
+      "422|{\"detail\":[{\"type\":\"missing\",\"loc\":[\"body\",\"messages\",0,\"content\"],\"msg\":\"Field required\"}]}|Field required",
+  })
+  void aConversationTheServerRefusesIsTheRequestsFault(int status, String body, String message)
+      throws Exception {
+    answer.set(new Answer(status, body));
     TokenizeException e = failed(tokenizer.tokenizeChat("m",
         List.of(Map.of("role", "user", "content", "hi")), Map.of()));
     assertTrue(e.invalidRequest(), "the request's fault: " + e.getMessage());
-    assertTrue(e.getMessage().contains("prompt\n  Field required"), e.getMessage());
+    assertTrue(e.getMessage().contains(message), e.getMessage());
   }
 
   @ParameterizedTest(name = "{0}: {1}")
