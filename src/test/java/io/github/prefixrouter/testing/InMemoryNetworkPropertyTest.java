@@ -54,6 +54,9 @@ class InMemoryNetworkPropertyTest {
     SimulatedScheduler sim = new SimulatedScheduler();
     InMemoryNetwork net = new InMemoryNetwork(sim, rnd.nextLong());
     List<String> trace = new ArrayList<>();
+    // what the handlers found wrong: the network catches what a handler throws, as a network
+    // drops a message whose handler fails, so it is checked after every step instead
+    List<AssertionError> broken = new ArrayList<>();
     Map<Long, Sent> sent = new HashMap<>();
     InMemoryNetwork.Link[][] links = new InMemoryNetwork.Link[NODES][NODES];
     boolean[][] cut = new boolean[NODES][NODES];
@@ -68,7 +71,7 @@ class InMemoryNetworkPropertyTest {
       for (int j = 0; j < NODES; j++) {
         links[i][j] = InMemoryNetwork.Link.PERFECT;
       }
-      open[i] = start(net, sim, i, 0, sent, closedIncarnation, crashed, trace);
+      open[i] = start(net, sim, i, 0, sent, closedIncarnation, crashed, trace, broken);
     }
     int ops = 100 + rnd.nextInt(200);
     for (int op = 0; op < ops; op++) {
@@ -113,13 +116,16 @@ class InMemoryNetworkPropertyTest {
         incarnation[a]++; // a restart: a new incarnation registered
         closed[a] = false;
         crashed[a] = false;
-        open[a] = start(net, sim, a, incarnation[a], sent, closedIncarnation, crashed, trace);
+        open[a] = start(net, sim, a, incarnation[a], sent, closedIncarnation, crashed, trace,
+            broken);
       } else {
         sim.advanceBy(rnd.nextLong(100 * MS));
       }
+      checkArrivals(broken);
       checkAnswered(sim, awaited, trace);
     }
     sim.advanceBy(Duration.ofSeconds(10).toNanos());
+    checkArrivals(broken);
     checkAnswered(sim, awaited, trace);
     assertEquals(0, sim.pendingTasks(), "tasks left after every deadline");
     assertTrue(awaited.stream().allMatch(w -> w.future().isDone()), "a request never answered");
@@ -134,7 +140,7 @@ class InMemoryNetworkPropertyTest {
 
   private static Transport start(InMemoryNetwork net, SimulatedScheduler sim, int node,
       int incarnation, Map<Long, Sent> sent, boolean[][] closedIncarnation, boolean[] crashed,
-      List<String> trace) {
+      List<String> trace, List<AssertionError> broken) {
     Transport t = net.transport(id(node));
     t.start(new Transport.InboundHandler() {
       @Override
@@ -149,6 +155,15 @@ class InMemoryNetworkPropertyTest {
       }
 
       private void arrived(PeerAddress from, byte[] payload, String what) {
+        try {
+          check(from, payload, what);
+        } catch (AssertionError e) {
+          broken.add(e);
+          throw e;
+        }
+      }
+
+      private void check(PeerAddress from, byte[] payload, String what) {
         long id = ByteBuffer.wrap(payload).getLong();
         Sent s = sent.get(id);
         long took = sim.nanoTime() - s.at();
@@ -168,6 +183,13 @@ class InMemoryNetworkPropertyTest {
       }
     });
     return t;
+  }
+
+  /** Fails with the first thing a handler found wrong, if any. */
+  private static void checkArrivals(List<AssertionError> broken) {
+    if (!broken.isEmpty()) {
+      throw broken.get(0);
+    }
   }
 
   /** Requests past their deadline are done: with their own payload or a transport failure. */
