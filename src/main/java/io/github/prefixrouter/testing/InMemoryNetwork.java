@@ -54,8 +54,15 @@ import org.slf4j.LoggerFactory;
  *       already) fails with {@code UNREACHABLE} a link's delay after the close, as a connection
  *       reset does over HTTP: the failure travels back over the reverse link, with its delay
  *       and faults (one lost on the way is a {@code TIMEOUT}), and the handler's later answer
- *       is dropped. A request to a {@link #crash crashed} node, or lost on the way, simply
- *       gets no answer: the requester sees {@code TIMEOUT}. A duplicated request (a fault the
+ *       is dropped. A message or request is bound to the transport open at its address when it
+ *       is sent (if one is), as one sent over a connection to a process is: if that transport
+ *       has closed by the time it arrives (its node stopped, and may be back at its address
+ *       already), the request fails with {@code UNREACHABLE}, as a reset connection does, its
+ *       failure travelling back over the reverse link like a refusal, and a message is
+ *       dropped; neither reaches a transport registered at the address since. A request to a
+ *       {@link #crash crashed} node (one sent before the crash included, even if the node is
+ *       back at its address when it arrives), or lost on the way, simply gets no answer: the
+ *       requester sees {@code TIMEOUT}. A duplicated request (a fault the
  *       {@link Transport} contract rules out, which the node copes with) runs the handler
  *       twice; the requester keeps the first answer, and the second counts as dropped, as does
  *       an answer arriving after its request timed out.
@@ -239,7 +246,8 @@ public final class InMemoryNetwork {
 
   /**
    * Creates and registers the transport of {@code nodeId}, at its address {@link #addressOf}. A
-   * node may be registered again after its previous transport was closed (a restart).
+   * node may be registered again after its previous transport was closed (a restart): what was
+   * sent to the previous one and is still on its way never reaches the new one.
    *
    * @param nodeId the node's id
    * @return the node's transport, not yet started
@@ -254,7 +262,8 @@ public final class InMemoryNetwork {
    * {@code address.address()}, any address no open transport has. A node may be registered
    * again after its previous transport was closed (a restart), at another address too, as a
    * process restarted on another host is: requests to its old address are then refused like any
-   * to an address nobody listens at.
+   * to an address nobody listens at. What was sent to the transport an address had before
+   * never reaches the one registered there after it.
    *
    * @param address the node's id and the address it listens at
    * @return the node's transport, not yet started
@@ -343,14 +352,20 @@ public final class InMemoryNetwork {
 
   /**
    * Crashes a node: from now on nothing it sends leaves and nothing reaches it (requests to it
-   * time out); its transport stays "open" from its own point of view, as a hung process would.
-   * Registering a new transport for the id ({@link #transport}) after closing the old one
-   * restarts it.
+   * time out, those already on their way to it too); its transport stays "open" from its own
+   * point of view, as a hung process would. Registering a new transport for the id
+   * ({@link #transport}) after closing the old one restarts it: what was sent to the crashed
+   * one never reaches the new one, and its requests still get no answer.
    *
    * @param nodeId the node's id
    */
   public synchronized void crash(String nodeId) {
     crashed.add(nodeId);
+    for (MemoryTransport t : byAddress.values()) {
+      if (!t.closed && t.address.nodeId().equals(nodeId)) {
+        t.hasCrashed = true;
+      }
+    }
   }
 
   /**
@@ -386,8 +401,9 @@ public final class InMemoryNetwork {
 
   /**
    * Messages lost, cut by a partition or crash, or addressed to nobody: arriving where no open,
-   * started transport of the addressed node is (a request so refused counts here too; the
-   * refusal that travels back is a message of its own); and answers and refusals that arrive
+   * started transport of the addressed node is, or after the transport they were sent to
+   * closed (a request so refused or reset counts here too; the refusal or reset that travels
+   * back is a message of its own); and answers and refusals that arrive
    * when their request is no longer pending (late, cancelled by its caller, or a duplicated
    * request's second answer).
    *
@@ -459,6 +475,15 @@ public final class InMemoryNetwork {
     return true;
   }
 
+  /**
+   * The transport open at {@code to}'s address, whatever its node, or null: the incarnation a
+   * message or request sent there now is bound to.
+   */
+  private synchronized MemoryTransport openAt(PeerAddress to) {
+    MemoryTransport t = byAddress.get(to.address());
+    return t == null || t.closed ? null : t;
+  }
+
   private synchronized MemoryTransport lookup(PeerAddress to) {
     MemoryTransport t = byAddress.get(to.address());
     if (t == null || !t.address.nodeId().equals(to.nodeId())) {
@@ -497,6 +522,8 @@ public final class InMemoryNetwork {
     final PeerAddress address;
     volatile InboundHandler handler;
     volatile boolean closed;
+    /** Whether its node {@link #crash crashed} while it was open. */
+    volatile boolean hasCrashed;
     /** "address expected-id" to the id of the node found there (warned once each). */
     private final RecentWarnings otherNodes =
         new RecentWarnings(MAX_WRONG_IDS, WARNINGS_PER_MINUTE);
@@ -541,7 +568,13 @@ public final class InMemoryNetwork {
         return;
       }
       byte[] copy = payload.clone();
+      MemoryTransport bound = openAt(to);
       transmit(address.nodeId(), to.nodeId(), copy.length, () -> {
+        if (bound != null && (bound.closed || bound.hasCrashed)) {
+          // the incarnation it was sent to is gone: lost with its connection, never handed to
+          // one registered at the address since
+          return false;
+        }
         MemoryTransport dest = lookup(to);
         if (dest == null) {
           noteOtherNode(to);
@@ -610,7 +643,20 @@ public final class InMemoryNetwork {
 
     /** Sends a registered request, whose answer or refusal completes its entry. */
     private void transmitRequest(long id, PeerAddress to, String from, byte[] copy) {
+      MemoryTransport bound = openAt(to);
       transmit(from, to.nodeId(), copy.length, () -> {
+        if (bound != null && bound.hasCrashed) {
+          return false; // sent to an incarnation that crashed since: no answer ever comes
+        }
+        if (bound != null && bound.closed) {
+          // sent to an incarnation that closed since (maybe back at its address already): its
+          // connection is reset, never handed to the new one; the failure travels back over
+          // the reverse link
+          transmit(to.nodeId(), from, 0, () -> fail(id, new TransportException(
+              TransportException.Kind.UNREACHABLE, "the connection to " + to + " was reset: its"
+                  + " transport closed before the request arrived")));
+          return false;
+        }
         MemoryTransport dest = lookup(to);
         // if the receiver closes before it answers (its process stopped or killed, maybe back
         // at its address already), the request's connection is reset: its failure travels back

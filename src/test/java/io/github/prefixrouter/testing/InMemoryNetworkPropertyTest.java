@@ -21,24 +21,28 @@ import net.jqwik.api.Property;
 
 /**
  * Random traffic over random links, partitions, crashes and restarts against a naive model of
- * the network: per message, the settings of its link when it was sent, hence when it may arrive;
- * per node, which incarnation is open.
+ * the network: per message, the settings of its link when it was sent, hence when it may arrive,
+ * and the incarnation of its receiver it was sent to; per node, which incarnation is open.
  */
 class InMemoryNetworkPropertyTest {
 
   private static final int NODES = 4;
   private static final long MS = 1_000_000L;
 
-  /** What was sent: the link's settings then, and when. */
-  private record Sent(int from, int to, long at, InMemoryNetwork.Link link, boolean cut) {}
+  /**
+   * What was sent: the link's settings then, and when; and the receiver's incarnation open
+   * then, the only one it may reach (-1 if none was: the one open when it arrives).
+   */
+  private record Sent(int from, int to, long at, InMemoryNetwork.Link link, boolean cut,
+      int bound) {}
 
   /** A request awaited: by when it must have been answered, and what it carried. */
   private record Awaited(CompletableFuture<byte[]> future, long deadline, byte[] payload) {}
 
   /**
    * Every message arrives within its link's bounds (its delay, plus jitter, plus reordering's
-   * extra) or not at all, only at an open incarnation of its node and never across a cut in
-   * place when it was sent; every request is answered with its own payload, refused, or
+   * extra) or not at all, only at an open incarnation of its node (the one open when it was
+   * sent, if one was) and never across a cut in place when it was sent; every request is answered with its own payload, refused, or
    * failed by its deadline, exactly once; nothing is lost from the counts; and the same seed
    * replays the same run.
    */
@@ -81,12 +85,12 @@ class InMemoryNetworkPropertyTest {
       if (kind < 30) {
         long id = nextId[0]++;
         sent.put(id, new Sent(a, b, sim.nanoTime(), links[a][b],
-            cut[a][b] || crashed[a] || closed[a]));
+            cut[a][b] || crashed[a] || closed[a], closed[b] ? -1 : incarnation[b]));
         open[a].send(InMemoryNetwork.addressOf(id(b)), payload(id));
       } else if (kind < 50) {
         long id = nextId[0]++;
         sent.put(id, new Sent(a, b, sim.nanoTime(), links[a][b],
-            cut[a][b] || crashed[a] || closed[a]));
+            cut[a][b] || crashed[a] || closed[a], closed[b] ? -1 : incarnation[b]));
         Duration timeout = Duration.ofMillis(1 + rnd.nextInt(400));
         byte[] p = payload(id);
         awaited.add(new Awaited(open[a].request(InMemoryNetwork.addressOf(id(b)), p, timeout),
@@ -174,6 +178,8 @@ class InMemoryNetworkPropertyTest {
         assertTrue(!closedIncarnation[node][incarnation],
             what + " " + id + " reached a closed transport of n" + node);
         assertTrue(!crashed[node], what + " " + id + " reached crashed n" + node);
+        assertTrue(s.bound() < 0 || s.bound() == incarnation, what + " " + id + " sent to n"
+            + node + "#" + s.bound() + " reached its successor n" + node + "#" + incarnation);
         assertEquals(id(s.from()), from.nodeId(), "sender of " + what + " " + id);
         assertEquals(s.to(), node, "receiver of " + what + " " + id);
         assertTrue(!s.cut(), what + " " + id + " crossed a cut (or left a crashed node)");

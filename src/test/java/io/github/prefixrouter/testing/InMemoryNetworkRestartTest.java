@@ -30,9 +30,12 @@ class InMemoryNetworkRestartTest {
   /** A handler that holds every request until the test answers it. */
   private static final class Holding implements Transport.InboundHandler {
     final List<CompletableFuture<byte[]>> held = new ArrayList<>();
+    int messages;
 
     @Override
-    public void onMessage(PeerAddress from, byte[] payload) {}
+    public void onMessage(PeerAddress from, byte[] payload) {
+      messages++;
+    }
 
     @Override
     public CompletableFuture<byte[]> onRequest(PeerAddress from, byte[] payload) {
@@ -102,6 +105,57 @@ class InMemoryNetworkRestartTest {
     r.sim.advanceBy(200 * MS);
     ExecutionException x = assertThrows(ExecutionException.class, r.f::get);
     assertEquals(TransportException.Kind.TIMEOUT, ((TransportException) x.getCause()).kind());
+  }
+
+  /**
+   * A request and a message on their way to b when b's transport closes (b crashed first, or
+   * not) and b registers again at its address reach neither b's old transport nor its new one,
+   * as over HTTP the sender's connection to the old process is reset: the request fails
+   * {@code UNREACHABLE} a round trip after it was sent (or, b crashed, gets no answer and times
+   * out), and the message is dropped.
+   */
+  @Test
+  void whatWasOnItsWayToATransportThatClosedNeverReachesItsSuccessor() throws Exception {
+    for (boolean crashed : new boolean[] {false, true}) {
+      SimulatedScheduler sim = new SimulatedScheduler();
+      InMemoryNetwork net = new InMemoryNetwork(sim, 3);
+      net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(5)));
+      Transport a = net.transport("a");
+      a.start(InMemoryNetworkFaultsTest.echo());
+      Transport b = net.transport("b");
+      Holding old = new Holding();
+      b.start(old);
+      CompletableFuture<byte[]> f =
+          a.request(InMemoryNetwork.addressOf("b"), new byte[] {1}, Duration.ofSeconds(1));
+      a.send(InMemoryNetwork.addressOf("b"), new byte[] {2});
+      sim.advanceBy(2 * MS);
+      if (crashed) {
+        net.crash("b");
+      }
+      b.close();
+      Holding fresh = new Holding();
+      net.transport("b").start(fresh);
+      sim.advanceBy(20 * MS);
+      assertEquals(List.of(0, 0), List.of(fresh.held.size(), fresh.messages),
+          "crashed " + crashed + ": requests and messages sent to b's old transport that reached"
+              + " its new one");
+      assertEquals(List.of(0, 0), List.of(old.held.size(), old.messages),
+          "crashed " + crashed + ": requests and messages that reached b's closed transport");
+      if (crashed) {
+        assertFalse(f.isDone(), "a request sent to a crashed node was answered");
+        sim.advanceBy(1_000 * MS);
+      }
+      assertTrue(f.isDone(), "crashed " + crashed + ": the request is still pending");
+      ExecutionException x = assertThrows(ExecutionException.class, f::get);
+      TransportException te = assertInstanceOf(TransportException.class, x.getCause());
+      assertEquals(crashed ? TransportException.Kind.TIMEOUT
+          : TransportException.Kind.UNREACHABLE, te.kind(), te.toString());
+      // the request and the message dropped; the reset, sent back, delivered to the request
+      assertEquals(crashed ? List.of(2L, 0L, 2L) : List.of(3L, 1L, 2L),
+          List.of(net.messagesSent(), net.messagesDelivered(), net.messagesDropped()),
+          "crashed " + crashed + ": sent, delivered, dropped");
+      assertEquals(0, sim.pendingTasks(), "tasks left behind");
+    }
   }
 
   @Test
