@@ -92,12 +92,13 @@ class ClusterTest {
   }
 
   /**
-   * A peer whose process is killed while it runs a forwarded request, and which is back at its
-   * address before it answered: over HTTP the forward's connection is reset and the origin falls
-   * back at once; in memory too, a link's delay after the kill, not at the forwarding timeout.
+   * A peer whose transport closes while it runs a forwarded request (its process stopping), and
+   * which is back at its address before it answered: over HTTP the close answers the forward 503
+   * and the origin falls back at once, the peer having pushed back (BUSY); in memory too, a
+   * link's delay after the close, not at the forwarding timeout.
    */
   @Test
-  void aForwardToAPeerKilledAndRestartedAtItsAddressFallsBackAtOnce() {
+  void aForwardToAPeerStoppedAndRestartedAtItsAddressFallsBackAtOnce() {
     RouterConfig cfg = RouterConfig.defaults();
     cluster(3, cfg);
     int[] prefix = prompt(21, 480);
@@ -114,7 +115,7 @@ class ClusterTest {
     }
     assertEquals(2, engines.get(holder).stats().requests(), "the request was forwarded");
     assertFalse(f.isDone());
-    // the holder's process is killed (its connections reset) and started again at its address
+    // the holder's transport closes (its process stopping) and it starts again at its address
     transports.get(holder).close();
     nodes.get(holder).stop();
     SimulatedEngine fresh = engine();
@@ -125,16 +126,16 @@ class ClusterTest {
         .random(new SplittableRandom(7)).seeds(List.of(InMemoryNetwork.addressOf("n0")))
         .build());
     nodes.get(holder).start();
-    long killedAt = sim.nanoTime();
-    until = killedAt + Duration.ofSeconds(60).toNanos();
+    long closedAt = sim.nanoTime();
+    until = closedAt + Duration.ofSeconds(60).toNanos();
     while (nodes.get(origin).stats().fallbacks().values().stream().mapToLong(Long::longValue)
         .sum() == 0 && sim.nanoTime() < until) {
       sim.advanceBy(1_000_000);
     }
-    long took = sim.nanoTime() - killedAt;
+    long took = sim.nanoTime() - closedAt;
     assertTrue(took <= 10_000_000, "the origin fell back " + took / 1_000_000 + " ms after its "
-        + "peer was killed: " + nodes.get(origin).stats().fallbacks());
-    assertEquals(1, nodes.get(origin).stats().fallbacks().get(FallbackCause.UNREACHABLE),
+        + "peer's transport closed: " + nodes.get(origin).stats().fallbacks());
+    assertEquals(1, nodes.get(origin).stats().fallbacks().get(FallbackCause.BUSY),
         nodes.get(origin).stats().fallbacks().toString());
     until = sim.nanoTime() + Duration.ofSeconds(60).toNanos();
     while (!f.isDone() && sim.nanoTime() < until) {

@@ -49,12 +49,14 @@ import org.slf4j.LoggerFactory;
  *       as the HTTP transport does: once per address and id (each transport remembers the
  *       1,024 pairs seen most recently, and one forgotten warns again), at most 10 such
  *       warnings a minute of the network's clock, the next one logged saying how many were
- *       left out. A request whose receiver's transport closes while its handler holds it
- *       unanswered (the node's process stopped or was killed, and may be back at its address
- *       already) fails with {@code UNREACHABLE} a link's delay after the close, as a connection
- *       reset does over HTTP: the failure travels back over the reverse link, with its delay
- *       and faults (one lost on the way is a {@code TIMEOUT}), and the handler's later answer
- *       is dropped. A message or request is bound to the transport open at its address when it
+ *       left out. A transport's {@code close()} is a graceful stop, as
+ *       {@code HttpTransport.close()} is: a request its handler holds unanswered then (the
+ *       node's process stopping, maybe back at its address already) fails with {@code BUSY}
+ *       ("&lt;receiver&gt; is busy: transport closed", what an HTTP sender reports of the 503
+ *       that close answers it) a link's delay after the close: the answer travels back over the
+ *       reverse link, with its delay and faults (one lost on the way is a {@code TIMEOUT}),
+ *       and the handler's later answer is dropped. A process killed or hung is a
+ *       {@link #crash}. A message or request is bound to the transport open at its address when it
  *       is sent (if one is), as one sent over a connection to a process is: if that transport
  *       has closed by the time it arrives (its node stopped, and may be back at its address
  *       already), the request fails with {@code UNREACHABLE}, as a reset connection does, its
@@ -351,9 +353,11 @@ public final class InMemoryNetwork {
   }
 
   /**
-   * Crashes a node: from now on nothing it sends leaves and nothing reaches it (requests to it
-   * time out, those already on their way to it too); its transport stays "open" from its own
-   * point of view, as a hung process would. Registering a new transport for the id
+   * Crashes a node (its process killed or hung, or its host lost): from now on nothing it sends
+   * leaves and nothing reaches it (requests to it time out, those already on their way to it
+   * and those its handler holds too, also once its transport is closed); its transport stays
+   * "open" from its own point of view, as a hung process would. Closing a transport without a
+   * crash is a graceful stop instead (see the class description). Registering a new transport for the id
    * ({@link #transport}) after closing the old one restarts it: what was sent to the crashed
    * one never reaches the new one, and its requests still get no answer.
    *
@@ -531,8 +535,8 @@ public final class InMemoryNetwork {
     private long nextId;
     /**
      * The requests delivered to this transport's handler and not answered yet, each with what
-     * fails it at its sender should this transport close first (its connection reset), in the
-     * order they came.
+     * fails it at its sender should this transport close first (its busy answer), in the order
+     * they came.
      */
     private final Map<Long, Runnable> handling = new LinkedHashMap<>();
     private long nextHandling;
@@ -658,13 +662,12 @@ public final class InMemoryNetwork {
           return false;
         }
         MemoryTransport dest = lookup(to);
-        // if the receiver closes before it answers (its process stopped or killed, maybe back
-        // at its address already), the request's connection is reset: its failure travels back
-        // over the reverse link
+        // if the receiver closes before it answers (its process stopping, maybe back at its
+        // address already), it answers the request busy, as HttpTransport.close() answers 503:
+        // the answer travels back over the reverse link
         long key = dest == null ? -1 : dest.handle(() -> transmit(to.nodeId(), from, 0,
-            () -> fail(id, new TransportException(TransportException.Kind.UNREACHABLE,
-                "the connection to " + to + " was reset: its transport closed before it "
-                    + "answered"))));
+            () -> fail(id, new TransportException(TransportException.Kind.BUSY,
+                to + " is busy: transport closed"))));
         if (key < 0) {
           // connection refused: the refusal travels back over the reverse link
           String other = dest == null ? noteOtherNode(to) : null;
@@ -685,7 +688,7 @@ public final class InMemoryNetwork {
               TransportException.Kind.PROTOCOL, "handler returned no answer"));
         }
         answer.whenComplete((bytes, err) -> {
-          if (!dest.handled(key)) { // closed first: its reset went back instead
+          if (!dest.handled(key)) { // closed first: its busy answer went back instead
             return;
           }
           byte[] back = bytes == null ? null : bytes.clone();
@@ -738,12 +741,12 @@ public final class InMemoryNetwork {
      * transport close before its answer; -1 if it is closed or not started (the request is
      * refused).
      */
-    private synchronized long handle(Runnable reset) {
+    private synchronized long handle(Runnable onClose) {
       if (closed || handler == null) {
         return -1;
       }
       long key = nextHandling++;
-      handling.put(key, reset);
+      handling.put(key, onClose);
       return key;
     }
 
@@ -813,7 +816,7 @@ public final class InMemoryNetwork {
     @Override
     public void close() {
       Map<Long, Pending> toFail;
-      List<Runnable> resets;
+      List<Runnable> busy;
       synchronized (this) {
         if (closed) {
           return;
@@ -821,7 +824,7 @@ public final class InMemoryNetwork {
         closed = true;
         toFail = new HashMap<>(pending);
         pending.clear();
-        resets = new ArrayList<>(handling.values());
+        busy = new ArrayList<>(handling.values());
         handling.clear();
       }
       synchronized (InMemoryNetwork.this) {
@@ -835,9 +838,8 @@ public final class InMemoryNetwork {
         it.next().future.completeExceptionally(
             new TransportException(TransportException.Kind.CLOSED, "transport closed"));
       }
-      // the requests its handler had not answered: their connections reset, in the order they
-      // came
-      resets.forEach(Runnable::run);
+      // the requests its handler had not answered: answered busy, in the order they came
+      busy.forEach(Runnable::run);
     }
   }
 

@@ -18,10 +18,11 @@ import java.util.concurrent.ExecutionException;
 import org.junit.jupiter.api.Test;
 
 /**
- * A request whose receiver's transport closes while its handler holds it (the process stopped
- * or was killed, and may be back at its address already) fails as a reset connection over HTTP
- * does: {@code UNREACHABLE}, a link's delay after the close, not at the request's timeout; the
- * handler's later answer is dropped. A crashed node (a hung process) still answers nothing.
+ * A request whose receiver's transport closes while its handler holds it (the process stopped,
+ * and may be back at its address already) fails as {@code HttpTransport.close()} answers it:
+ * {@code BUSY} ("transport closed"), a link's delay after the close, not at the request's
+ * timeout; the handler's later answer is dropped. What was on its way to the closed transport
+ * never reaches its successor. A crashed node (a hung or killed process) still answers nothing.
  */
 class InMemoryNetworkRestartTest {
 
@@ -68,7 +69,7 @@ class InMemoryNetworkRestartTest {
   }
 
   @Test
-  void aRequestHeldByATransportThatClosesFailsUnreachableAfterALinkDelay() throws Exception {
+  void aRequestHeldByATransportThatClosesFailsBusyAfterALinkDelayAsOverHttp() throws Exception {
     for (boolean restarted : new boolean[] {false, true}) {
       HeldRequest r = new HeldRequest(Duration.ofSeconds(60));
       assertEquals(1, r.old.held.size(), "the request reached b");
@@ -87,7 +88,9 @@ class InMemoryNetworkRestartTest {
           + " after it");
       ExecutionException x = assertThrows(ExecutionException.class, r.f::get);
       TransportException te = assertInstanceOf(TransportException.class, x.getCause());
-      assertEquals(TransportException.Kind.UNREACHABLE, te.kind(), te.toString());
+      // what HttpTransport's sender reports of the 503 its peer's close() answers
+      assertEquals(TransportException.Kind.BUSY, te.kind(), te.toString());
+      assertTrue(te.getMessage().endsWith("is busy: transport closed"), te.getMessage());
       r.old.held.get(0).complete(new byte[] {9}); // the old handler's answer, late: dropped
       r.sim.advanceBy(100 * MS);
       assertTrue(fresh.held.isEmpty(), "the request was delivered again to the new transport");
