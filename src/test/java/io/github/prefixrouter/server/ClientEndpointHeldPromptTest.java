@@ -55,6 +55,15 @@ class ClientEndpointHeldPromptTest {
     address = "127.0.0.1:" + a.getPort();
   }
 
+  /**
+   * Has a step that does not come free be refused after 200 ms with none given back, not 1 s:
+   * the requests here are sent one at a time, each tokenized, submitted or refused (or its body
+   * stalled) before the next, so none waits for a share that another gives back.
+   */
+  private void refuseSoon() {
+    endpoint.bodyBudgetWait(Duration.ofMillis(200));
+  }
+
   @AfterEach
   void stop() throws Exception {
     for (Socket s : held) {
@@ -111,6 +120,7 @@ class ClientEndpointHeldPromptTest {
   @Test
   void textPromptsBeingTokenizedHoldTheirShareAndThoseBeyondAreRefused() throws Exception {
     start();
+    refuseSoon();
     tokenizer.mode = FakeTokenizer.Mode.NEVER; // a slow tokenizer: answers within ioTimeout
     String body = "{\"prompt\":\"" + "a".repeat(4 * MIB) + "\",\"max_tokens\":1}";
     int n = 24;
@@ -155,6 +165,7 @@ class ClientEndpointHeldPromptTest {
   @Test
   void tokenIdPromptsHoldTheirShareWhileTheyRunAndThoseBeyondAreRefused() throws Exception {
     start();
+    refuseSoon();
     StringBuilder b = new StringBuilder("{\"prompt\":[");
     for (int i = 0; i < InferenceRequest.MAX_PROMPT_TOKENS; i++) {
       b.append(i == 0 ? "0" : ",0");
@@ -233,6 +244,7 @@ class ClientEndpointHeldPromptTest {
   @Test
   void aTokenizedPromptWhoseLargerShareDoesNotComeIsRefused() throws Exception {
     start();
+    refuseSoon();
     tokenizer.mode = FakeTokenizer.Mode.NEVER;
     CompletableFuture<HttpResponse<String>> a = post(ClientEndpoint.OPENAI_COMPLETIONS,
         "{\"prompt\":\"hello\",\"max_tokens\":1}");
