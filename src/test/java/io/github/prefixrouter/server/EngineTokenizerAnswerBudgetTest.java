@@ -35,10 +35,11 @@ class EngineTokenizerAnswerBudgetTest {
   private static final long BUDGET = (16L << 20) + 9L * BODY;
 
   /**
-   * Many tokenize answers read at once hold at most the tokenizer's answer budget together: 32
-   * answers of nearly 8 MiB each, held open by their server, with a cap of 8 MiB. Each answer was
-   * capped on its own only, so the tokenizer read all 32 into its heap at once (547 MB of heap;
-   * with the node's 64 MiB cap and 4,096 requests in flight, far more); now the answers beyond
+   * Many tokenize answers read at once hold at most the tokenizer's answer budget together: 20
+   * answers of nearly 8 MiB each (the budget holds 11 at most), held open by their server, with a
+   * cap of 8 MiB. Each answer was capped on its own only, so the tokenizer read them all into its
+   * heap at once (207 MB of heap; with the node's 64 MiB cap and 4,096 requests in flight, far
+   * more); now the answers beyond
    * the budget wait, and fail as this node's shortage of heap, not the tokenizer's fault (a 503
    * with {@code Retry-After} at the client port), once no other answer has given any back for
    * 1 s, their connections closed, and the budget is whole again
@@ -48,7 +49,7 @@ class EngineTokenizerAnswerBudgetTest {
    */
   @Test
   void answersBeingReadAtOnceHoldAtMostTheBudgetTogether() throws Exception {
-    int n = 32;
+    int n = 20;
     try (HoldingAnswerServer server = new HoldingAnswerServer(BODY, false)) {
       EngineTokenizer t = new EngineTokenizer(server.uri("/tokenize"), null,
           Duration.ofSeconds(5), Duration.ofSeconds(120), BODY);
