@@ -67,7 +67,11 @@ class OpenAiCompatibleEngineStreamingTest {
   static OutputStream startStream(HttpExchange ex) throws IOException {
     ex.getResponseHeaders().add("Content-Type", "text/event-stream; charset=utf-8");
     ex.sendResponseHeaders(200, 0);
-    return ex.getResponseBody();
+    OutputStream out = ex.getResponseBody();
+    // the headers go out now, as a model server's do: the JDK server sends them with the
+    // first flush of the body (JDK 17 flushed them in sendResponseHeaders, JDK 25 no longer)
+    out.flush();
+    return out;
   }
 
   static void send(OutputStream out, String raw) throws IOException {
