@@ -188,7 +188,7 @@ class BodyBudgetTest {
     other.take(MIB - KIB);
     other.give(KIB); // not enough for the step below
     java.util.concurrent.CompletableFuture<Throwable> step =
-        java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+        onOwnThread(() -> {
           try {
             waiting.take(MIB / 2);
             return null;
@@ -230,7 +230,7 @@ class BodyBudgetTest {
     java.util.List<java.util.concurrent.CompletableFuture<Throwable>> steps =
         new java.util.ArrayList<>();
     for (BodyBudget.Share s : java.util.List.of(first, second)) {
-      steps.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+      steps.add(onOwnThread(() -> {
         try {
           s.take(MIB / 4);
           return null;
@@ -280,7 +280,7 @@ class BodyBudgetTest {
     java.util.List<java.util.concurrent.CompletableFuture<Long>> steps =
         new java.util.ArrayList<>();
     for (BodyBudget.Share s : shares) {
-      steps.add(java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+      steps.add(onOwnThread(() -> {
         try {
           s.take(2 * MIB);
           return -1L; // taken
@@ -306,5 +306,25 @@ class BodyBudgetTest {
       s.close();
     }
     assertEquals(3 * MIB, b.available());
+  }
+
+  /**
+   * Runs {@code work} on a thread of its own: steps that wait side by side. (Not the common
+   * pool, which from JDK 25 is also {@code supplyAsync}'s executor on 1 or 2 processors, and
+   * there has one thread: it ran such steps one after another.)
+   */
+  private static <T> java.util.concurrent.CompletableFuture<T> onOwnThread(
+      java.util.function.Supplier<T> work) {
+    java.util.concurrent.CompletableFuture<T> f = new java.util.concurrent.CompletableFuture<>();
+    Thread t = new Thread(() -> {
+      try {
+        f.complete(work.get());
+      } catch (Throwable e) {
+        f.completeExceptionally(e);
+      }
+    }, "body-budget-step");
+    t.setDaemon(true);
+    t.start();
+    return f;
   }
 }
