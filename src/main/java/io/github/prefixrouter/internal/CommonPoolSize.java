@@ -6,9 +6,10 @@ package io.github.prefixrouter.internal;
  * benchmarks.
  *
  * <p>The JDK's HTTP client completes every {@code sendAsync} on {@code CompletableFuture}'s
- * default executor, which is the common pool only if the pool has 2 threads or more, else a new
- * thread for every task; and the pool's default size, the processors less one, is 1 on a host
- * of 1 or 2 processors (a container limited to 2 CPUs counts 2). A client's own executor
+ * default executor, which up to JDK 24 is the common pool only if the pool has 2 threads or
+ * more, else a new thread for every task (from JDK 25, the common pool whatever its size); and
+ * the pool's default size, the processors less one, is 1 on a host of 1 or 2 processors (a
+ * container limited to 2 CPUs counts 2). A client's own executor
  * ({@code HttpClient.Builder.executor}) does not change it: the future {@code sendAsync}
  * returns is still completed on the default executor. Every exchange such a process sent then
  * started and ended a thread of its own (docs/deployment.md, "JVM settings on 1 or 2

@@ -56,7 +56,8 @@ import java.util.function.IntConsumer;
  *
  * <p>It sends with the JDK's HTTP client, which completes every request on {@code
  * CompletableFuture}'s default executor: the JVM's common fork-join pool if that has 2 threads
- * or more, else a new thread per request, as on a host of 1 or 2 processors by default. The
+ * or more, else, up to JDK 24, a new thread per request, as on a host of 1 or 2 processors by
+ * default (from JDK 25, the common pool whatever its size). The
  * driver cannot change that (an executor given to the client does not move the completion, and
  * the pool takes its size once per JVM): a program running it there sets {@code
  * -Djava.util.concurrent.ForkJoinPool.common.parallelism=2} on its command line, or first thing

@@ -83,8 +83,8 @@ public final class NodeMain {
    */
   public static void main(String[] args) throws InterruptedException {
     // before anything creates the pool: on 1 or 2 processors every message and request the
-    // node sent to a peer started and ended a thread (about 30 a second per node of an idle
-    // four-node cluster, 12 to 17% of its CPU)
+    // node sent to a peer started and ended a thread up to JDK 24 (about 30 a second per node
+    // of an idle four-node cluster, 12 to 17% of its CPU)
     CommonPoolSize.twoAtLeast();
     int status = serve(args, System.getenv(), System.out, System.err,
         Runtime.getRuntime()::addShutdownHook);

@@ -59,9 +59,9 @@ import java.util.concurrent.atomic.AtomicReference;
  *
  * <p>On a host of 1 or 2 processors it gives the JVM's common fork-join pool 2 threads as it
  * starts, unless the command line sizes it, as {@code NodeMain} does: with the default pool of
- * 1 thread the JDK's HTTP client started and ended a thread for every request it sent, about
- * 0.7 ms of this process's CPU per request on the machine of docs/deployment.md ("JVM settings
- * on 1 or 2 processors: the common pool").
+ * 1 thread the HTTP client of JDK 17 to 24 started and ended a thread for every request it
+ * sent, about 0.7 ms of this process's CPU per request on the machine of docs/deployment.md
+ * ("JVM settings on 1 or 2 processors: the common pool").
  */
 public final class LoadGeneratorMain {
 
