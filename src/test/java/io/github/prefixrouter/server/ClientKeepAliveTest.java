@@ -29,8 +29,8 @@ class ClientKeepAliveTest {
   }
 
   /**
-   * The host's own setting wins (here the JDK's default, which loses the second request; against
-   * a peer that closes connections idle for 1 s, to keep the test short).
+   * The host's own setting wins (here JDK 17's default, 1200 s, which loses the second request;
+   * against a peer that closes connections idle for 1 s, to keep the test short).
    */
   @Test
   void aSettingOfTheHostIsLeftAsItIs() throws Exception {
@@ -45,7 +45,7 @@ class ClientKeepAliveTest {
   /**
    * The load generator's driver, which builds a client of its own against the nodes' client
    * ports (JDK servers too), lets go of idle connections as early: it set nothing, so its client
-   * kept them for 1200 s.
+   * kept them as long as the JDK's default (1200 s on JDK 17).
    */
   @Test
   void theLoadDriversClientLetsGoOfIdleConnectionsAsEarly() throws Exception {

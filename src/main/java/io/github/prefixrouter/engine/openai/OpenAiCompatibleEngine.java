@@ -210,12 +210,13 @@ import org.slf4j.LoggerFactory;
  * property {@code jdk.httpclient.keepalive.timeout} to 20 (seconds) if the host has not set it,
  * as {@code HttpTransport}'s start does. The JDK reads the property once, as the JVM builds its
  * first HTTP client, whoever builds it: a host that built a JDK HTTP client before gets the
- * JDK's default, 1200 s, in every client of the JVM, this adapter's too, unless it puts
- * {@code -Djdk.httpclient.keepalive.timeout=20} on its command line (docs/deployment.md, "JVM
- * settings for the HTTP clients"). uvicorn, which serves vLLM and SGLang, closes a connection
- * idle for 5 s, so a request may be written to a pooled connection just as the server closes
- * it, and fail before any byte of its answer ({@code "HTTP/1.1 header parser received no
- * bytes"}, or a reset), which JDK 17's client does not send again for a POST. A request or
+ * JDK's default (1200 s on JDK 17, 30 s on JDK 25) in every client of the JVM, this adapter's
+ * too, unless it puts {@code -Djdk.httpclient.keepalive.timeout=20} on its command line
+ * (docs/deployment.md, "JVM settings for the HTTP clients"). uvicorn, which serves vLLM and
+ * SGLang, closes a connection idle for 5 s, so a request may be written to a pooled connection
+ * just as the server closes it, and fail before any byte of its answer ({@code "HTTP/1.1 header
+ * parser received no bytes"}, or a reset), which the JDK's client (17 to 25) does not send
+ * again for a POST. A request or
  * health probe whose try fails with an I/O error before any byte of its answer came is
  * therefore sent again, at once and once, on a new connection, within what is left of
  * {@code requestTimeout} ({@link RetriedExchange}); a refused connection, a connect timeout,

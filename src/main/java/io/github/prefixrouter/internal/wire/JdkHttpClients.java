@@ -25,10 +25,10 @@ import org.slf4j.LoggerFactory;
  * afterwards never completes (on the owner's executor) or is refused at once (on the client's
  * default one): the owner refuses its work once it is closed, before it reaches the client.
  *
- * <p>The JDK 17 client keeps an idle connection in its pool for {@value #KEEP_ALIVE} seconds
- * (1200 by default), while the JDK HTTP server, the transport's peers' and the client
- * endpoint's, closes a connection idle for its {@code sun.net.httpserver.idleInterval} (30 s by
- * default, checked every 10 s). A request the client sends into a connection as the server's
+ * <p>The JDK client keeps an idle connection in its pool for {@value #KEEP_ALIVE} seconds
+ * (1200 by default on JDK 17, 30 on JDK 25), while the JDK HTTP server, the transport's peers'
+ * and the client endpoint's, closes a connection idle for its
+ * {@code sun.net.httpserver.idleInterval} (30 s by default, checked every 10 s). A request the client sends into a connection as the server's
  * idle close crosses it fails ("header parser received no bytes"), and the client does not send
  * a POST again. Before the first client it builds, this class sets the property to
  * {@value #KEEP_ALIVE_SECONDS} (seconds) if the host has not set it, so that the client lets go

@@ -31,8 +31,8 @@ import javax.net.ssl.SSLHandshakeException;
  * <p>uvicorn, which serves vLLM and SGLang, closes a connection idle for 5 s; the JDK client
  * keeps an idle connection in its pool for {@code jdk.httpclient.keepalive.timeout} seconds (20
  * as the library sets it). A request written to a pooled connection as the server closes it
- * fails with {@code "HTTP/1.1 header parser received no bytes"} or a connection reset, and JDK
- * 17's client sends only idempotent requests again, never a POST (unless the host sets
+ * fails with {@code "HTTP/1.1 header parser received no bytes"} or a connection reset, and the
+ * JDK's client (17 to 25) sends only idempotent requests again, never a POST (unless the host sets
  * {@code jdk.httpclient.enableAllMethodRetry}, {@link #sentAgainByClient}). The server never read that
  * request. The second try goes out on a new connection (the client drops the closed one from
  * its pool), within what is left of the exchange's timeout, and is the last: a server that is

@@ -82,13 +82,14 @@ import org.slf4j.LoggerFactory;
  * (docs/deployment.md, "JVM settings for the HTTP servers").
  *
  * <p>The JDK client keeps an idle connection for {@code jdk.httpclient.keepalive.timeout}
- * seconds (1200 by default), longer than a peer's JDK server keeps it open (30 s by default), and
- * a request sent into a connection as the server's idle close crosses it fails as
- * {@code UNREACHABLE}. {@link #start} sets the property to 20 if the host has not set it, before
- * the client is built. The JDK reads it once, as the JVM builds its first HTTP client, whoever
- * builds it: in a host that built a JDK HTTP client of its own earlier, setting it here has no
- * effect and the transport keeps idle connections 1200 s, unless the host sets it on its command
- * line (docs/deployment.md, "JVM settings for the HTTP clients").
+ * seconds (by default 1200 on JDK 17, 30 on JDK 25), no shorter than a peer's JDK server keeps
+ * it open (30 s by default), and a request sent into a connection as the server's idle close
+ * crosses it fails as {@code UNREACHABLE}. {@link #start} sets the property to 20 if the host
+ * has not set it, before the client is built. The JDK reads it once, as the JVM builds its first
+ * HTTP client, whoever builds it: in a host that built a JDK HTTP client of its own earlier,
+ * setting it here has no effect and the transport keeps idle connections as long as the JDK's
+ * default, unless the host sets it on its command line (docs/deployment.md, "JVM settings for
+ * the HTTP clients").
  *
  * <h2>Wire protocol</h2>
  * One-way messages are {@code POST /prefix-router/v1/message} (answered 204 before delivery);
