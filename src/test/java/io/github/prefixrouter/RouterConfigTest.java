@@ -231,12 +231,6 @@ class RouterConfigTest {
     assertTrue(e.getMessage().startsWith("invalid RouterConfig: "), e.getMessage());
   }
 
-  /**
-   * Rounds are jittered by up to 10%, so a peer's heartbeats come up to 1.1 intervals apart: a
-   * suspicion time just above one interval, which was accepted, suspects healthy peers again
-   * and again (MembershipTest). At least twice the interval is required, and the message names
-   * both values.
-   */
   /** The shortest gossip interval accepted is 1 ms, as documented: that one is accepted. */
   @Test
   void theGossipIntervalMayBeOneMillisecond() {
@@ -244,6 +238,12 @@ class RouterConfigTest {
         RouterConfig.builder().gossip(Duration.ofMillis(1), 3).build().gossipInterval());
   }
 
+  /**
+   * Rounds are jittered by up to 10%, so a peer's heartbeats come up to 1.1 intervals apart: a
+   * suspicion time just above one interval, which was accepted, suspects healthy peers again
+   * and again (MembershipTest). At least twice the interval is required, and the message names
+   * both values.
+   */
   @Test
   void peerSuspectAfterMustBeAtLeastTwiceTheGossipInterval() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,

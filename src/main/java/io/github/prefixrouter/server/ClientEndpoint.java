@@ -1996,10 +1996,10 @@ final class ClientEndpoint {
     return m;
   }
 
-  /** A request body above the cap: answered 413. */
   /** How a tokenizer's failure begins, in {@code EngineTokenizer}'s messages and in answers. */
   private static final String TOKENIZER_FAILED = "tokenizer failed: ";
 
+  /** A request body above the cap: answered 413. */
   private static final class BodyTooLargeException extends IllegalArgumentException {
     private static final long serialVersionUID = 1L;
 

@@ -217,7 +217,6 @@ class NodeOptionsUsageTest {
     return rows;
   }
 
-  /** A builder's field as it is when built without setting it: its default. */
   /**
    * A chat sent without {@code max_tokens} may generate up to the rest of the model's context,
    * minutes at a GPU server's speed: the server's answer must be waited for that long, and the
@@ -241,6 +240,7 @@ class NodeOptionsUsageTest {
             + handling + ", engineTimeout " + run);
   }
 
+  /** A builder's field as it is when built without setting it: its default. */
   private static Object field(Object builder, String name) throws ReflectiveOperationException {
     java.lang.reflect.Field f = builder.getClass().getDeclaredField(name);
     f.setAccessible(true);

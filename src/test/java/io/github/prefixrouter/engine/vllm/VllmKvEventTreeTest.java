@@ -154,15 +154,11 @@ class VllmKvEventTreeTest {
   }
 
   /**
-   * What the tree must hold after the calls the receiver made: block id to token path. A store
-   * continuing a block it does not hold is dropped (the tree counts it as an unknown parent); a
-   * removal takes the block and everything continuing it.
-   */
-  /**
    * What the receiver's calls leave, modelled plainly: a path per block hash, and per hash the
    * stores not yet matched by a removal (a store of a hash already held is another copy of it,
-   * as the engine-driven tree counts them; see docs/tree.md, "Copies"). A block goes with its
-   * last copy, and takes the blocks continuing it with it, whatever their copies.
+   * as the engine-driven tree counts them; see docs/tree.md, "Copies"). A store continuing a
+   * block it does not hold is dropped (the tree counts it as an unknown parent). A block goes
+   * with its last copy, and takes the blocks continuing it with it, whatever their copies.
    */
   static final class Mirror implements CacheEventListener {
     final Map<Long, List<Integer>> paths = new HashMap<>();

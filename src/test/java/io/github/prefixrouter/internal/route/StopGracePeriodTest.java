@@ -498,17 +498,17 @@ class StopGracePeriodTest {
     assertEquals(0, c.sim.pendingTasks());
   }
 
-  /**
-   * Nodes stop with random grace periods at random times while requests are in flight on a
-   * lossy network: every request is answered exactly once, with its right answer or a typed
-   * failure, and every stopped node ends STOPPED with nothing in flight.
-   */
   /** A sample that queues about 21 s of work on the node that never stops. */
   @Example
   void everyRequestIsAnsweredOnceWhenOneNodeIsLeftWithALongQueue() throws MalformedMessageException {
     everyRequestIsAnsweredOnceWhateverTheGracePeriods(197, 3);
   }
 
+  /**
+   * Nodes stop with random grace periods at random times while requests are in flight on a
+   * lossy network: every request is answered exactly once, with its right answer or a typed
+   * failure, and every stopped node ends STOPPED with nothing in flight.
+   */
   @Property(tries = 12)
   void everyRequestIsAnsweredOnceWhateverTheGracePeriods(
       @ForAll @LongRange(min = 1, max = 1_000_000) long seed,

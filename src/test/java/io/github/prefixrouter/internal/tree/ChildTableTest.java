@@ -24,7 +24,6 @@ class ChildTableTest {
     }
   }
 
-  /** The first token of the child in each slot of the root's table, null for a free slot. */
   /**
    * A tree (capacity 100) holding a one-token child for each of {@code others}, then for each of
    * {@code then}, inserted in that order (so the least recently used first).
@@ -40,6 +39,7 @@ class ChildTableTest {
     return t;
   }
 
+  /** The first token of the child in each slot of the root's table, null for a free slot. */
   private static Integer[] slots(ConcurrentPrefixTree t) {
     ConcurrentPrefixTree.Node[] kids = t.rootForTest().kids;
     Integer[] out = new Integer[kids.length];
