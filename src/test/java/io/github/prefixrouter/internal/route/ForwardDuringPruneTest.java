@@ -52,6 +52,12 @@ class ForwardDuringPruneTest {
   boolean n1Unreachable;
   /** Run once, when n0 reads its clock in {@link #hookIn}. */
   final List<Runnable> inForwardStart = new ArrayList<>();
+  /**
+   * What the checks in {@link #inForwardStart} found wrong: they run inside n0's clock reading,
+   * and a reading that throws is logged and taken as the latest good one, so {@link #checkHook}
+   * fails the test with them.
+   */
+  final List<AssertionError> broken = new ArrayList<>();
   /** The method of {@link RouterNode} whose clock reading runs {@link #inForwardStart}. */
   String hookIn = "startForward";
   RouterNode n0;
@@ -78,7 +84,12 @@ class ForwardDuringPruneTest {
       if (!inForwardStart.isEmpty() && StackWalker.getInstance().walk(st -> st.anyMatch(
           f -> f.getClassName().equals(RouterNode.class.getName())
               && f.getMethodName().equals(hookIn)))) {
-        inForwardStart.remove(0).run();
+        try {
+          inForwardStart.remove(0).run();
+        } catch (AssertionError e) {
+          broken.add(e);
+          throw e;
+        }
       }
       return sim.nanoTime();
     };
@@ -114,6 +125,13 @@ class ForwardDuringPruneTest {
     return t;
   }
 
+  /** Fails with the first thing the checks run in n0's clock reading found wrong, if any. */
+  void checkHook() {
+    if (!broken.isEmpty()) {
+      throw broken.get(0);
+    }
+  }
+
   /** n0's decision for a new prompt n1 holds: n1's candidate. */
   RouteDecision.Candidate n1Candidate() {
     return n0.explain(InferenceRequest.of("x" + next, heldByN1())).candidates().get(1);
@@ -134,6 +152,7 @@ class ForwardDuringPruneTest {
     CompletableFuture<InferenceResponse> f =
         n0.submit(InferenceRequest.of("forwarded", heldByN1()));
     assertTrue(inForwardStart.isEmpty(), "n0's clock was not read as the forward started");
+    checkHook();
     assertFalse(f.isDone(), "answered before the check");
     RouteDecision.Candidate during = n1Candidate();
     assertEquals(1, during.load(), "the forward outstanding at n1 is not counted: " + during);
@@ -169,6 +188,7 @@ class ForwardDuringPruneTest {
     CompletableFuture<InferenceResponse> run = n0.submit(InferenceRequest.of("run",
         OracleCluster.prompt(1, 64)));
     assertTrue(inForwardStart.isEmpty(), "n0's clock was not read in the prune");
+    checkHook();
     assertEquals("n0", run.join().servedBy());
 
     n1Unreachable = true;
