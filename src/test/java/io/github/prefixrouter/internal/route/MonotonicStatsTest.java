@@ -43,15 +43,18 @@ class MonotonicStatsTest {
     seen.add(n.stats());
     n.beforeAnswerGiven = () -> seen.add(n.stats());
     List<CompletableFuture<InferenceResponse>> mine = new ArrayList<>();
+    // what each cancel returned, checked below: the node catches what an output listener throws
+    List<Boolean> cancels = new ArrayList<>();
     CompletableFuture<InferenceResponse> f = n.submit(StreamingTest.generating("r", 1, 4),
         (t, s) -> {
-          assertTrue(mine.get(0).cancel(true));
+          cancels.add(mine.get(0).cancel(true));
           seen.add(n.stats());
         });
     mine.add(f);
     StreamingTest.runUntilDone(c, f);
     c.sim.runUntilIdle(1_000_000);
     seen.add(n.stats());
+    assertEquals(List.of(true), cancels, "the cancel on the answer's piece");
     assertTrue(f.isCancelled());
     assertMonotonic(seen);
     NodeStats s = n.stats();
