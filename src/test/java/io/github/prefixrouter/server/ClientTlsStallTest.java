@@ -234,11 +234,14 @@ class ClientTlsStallTest {
    * TCP connections that send nothing, three times as many as the reader threads: the server
    * starts no handshake, and so no reader, before a connection's first byte, so honest clients
    * are answered at once while they are open, and nothing is refused or cut. (The JDK server
-   * closes them after its idle interval, 30 s by default, not the I/O timeout.)
+   * closes them after its idle interval, 30 s by default, not the I/O timeout.) Nothing here is
+   * to be cut, so the I/O timeout is a long one: with the 1 s of the other tests, an honest
+   * exchange (its handshake, its request and its answer) that a loaded machine made last longer
+   * was cut, and read as an empty answer.
    */
   @Test
   void connectionsThatSendNothingTakeNoReaderThread() throws Exception {
-    start(2);
+    start(2, Duration.ofSeconds(30));
     for (int i = 0; i < 6; i++) {
       open(Stall.SILENT);
     }
