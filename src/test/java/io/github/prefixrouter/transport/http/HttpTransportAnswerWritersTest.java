@@ -1,6 +1,7 @@
 package io.github.prefixrouter.transport.http;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -195,13 +196,16 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
 
   /**
    * close() while a peer that reads nothing has one answer being written and two waiting in its
-   * lane: another peer's request still in the handler is answered 503 at once, close() returns
-   * within its bound, and every slot and lane is given up.
+   * lane: another peer's request still in the handler is answered 503 at once, while close()
+   * still waits for the stalled write, close() returns within its bound, and every slot and lane
+   * is given up.
    */
   @Test
   void closeWhileAnswersWaitInALaneGivesEverySlotBack() throws Exception {
     InetAddress stalled = otherLoopback();
-    Duration io = Duration.ofSeconds(5);
+    // long enough that close() still waits for the stalled write, begun before, when the 503
+    // comes, on a loaded machine too
+    Duration io = Duration.ofSeconds(10);
     HttpTransport a = start(HttpTransport.builder().nodeId("a").listen("127.0.0.1", 0)
         .insecureWithoutAuthentication().serverThreads(2).inboundIoTimeout(io), bigForS);
     HttpTransport b = start(HttpTransport.builder().nodeId("b").listen("127.0.0.1", 0)
@@ -215,9 +219,16 @@ class HttpTransportAnswerWritersTest extends HttpTransportFixture {
     Await.until(() -> handled.size() == 4 && a.answersWaitingFor(stalled) == 2,
         "one answer to the stalled peer is being written, two wait, b's request is handled");
     long start = System.nanoTime();
-    CompletableFuture<Void> closing = CompletableFuture.runAsync(a::close);
+    // on a thread of its own: b's client completes its answers on the common pool, which from
+    // JDK 25 has one thread on 2 processors, and close() must not be the one holding it
+    CompletableFuture<Void> closing =
+        CompletableFuture.runAsync(a::close, r -> new Thread(r, "closing a").start());
+    // at once: before close() returns, which waits for the stalled write (up to io)
     ExecutionException e = assertThrows(ExecutionException.class,
         () -> held.get(io.toMillis() + 20_000, TimeUnit.MILLISECONDS));
+    long answeredAfter = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+    assertFalse(closing.isDone(),
+        "the 503 came only once close() returned, " + answeredAfter + " ms after it began");
     TransportException te = assertInstanceOf(TransportException.class, e.getCause());
     assertEquals(TransportException.Kind.BUSY, te.kind(), te.getMessage());
     closing.get(io.toMillis() + 20_000, TimeUnit.MILLISECONDS);
