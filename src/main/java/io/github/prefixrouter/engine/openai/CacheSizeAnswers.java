@@ -1,5 +1,6 @@
 package io.github.prefixrouter.engine.openai;
 
+import io.github.prefixrouter.internal.ShortText;
 import io.github.prefixrouter.internal.json.AnswerHeap;
 import io.github.prefixrouter.internal.json.Json;
 import java.net.http.HttpResponse;
@@ -179,14 +180,18 @@ final class CacheSizeAnswers {
     return i;
   }
 
-  /** At most 40 characters of {@code s}, control characters escaped. */
+  /**
+   * At most 40 characters of {@code s}, cut as {@link ShortText#prefix} cuts (never inside a
+   * surrogate pair), control characters escaped.
+   */
   private static String shown(String s) {
+    String cut = ShortText.prefix(s, 40);
     StringBuilder b = new StringBuilder();
-    for (int k = 0; k < s.length() && k < 40; k++) {
-      char c = s.charAt(k);
+    for (int k = 0; k < cut.length(); k++) {
+      char c = cut.charAt(k);
       b.append(c < 0x20 || c == 0x7f ? String.format("\\u%04x", (int) c) : String.valueOf(c));
     }
-    return s.length() > 40 ? b + "..." : b.toString();
+    return cut.length() < s.length() ? b + "..." : b.toString();
   }
 
   /**

@@ -97,6 +97,17 @@ class OpenAiCompatibleEngineCacheSizeTest {
     }
   }
 
+  /** A label's value shown in the refusal is cut at 40 chars, never inside a surrogate pair. */
+  @Test
+  void aValueShownCutIsNeverCutInsideASurrogatePair() {
+    String value = "9".repeat(39) + "\uD83D\uDE00" + "9".repeat(10);
+    CacheSizeAnswers.Refused e = assertThrows(CacheSizeAnswers.Refused.class,
+        () -> CacheSizeAnswers.fromPrometheus(
+            vllm("block_size=\"" + value + "\",num_gpu_blocks=\"100\""), false));
+    assertTrue(e.getMessage().endsWith("block_size is not a whole number from 1 up: \""
+        + "9".repeat(39) + "...\""), e.getMessage());
+  }
+
   @Test
   void neitherEndpointGivesNone() {
     try (FakeOpenAiServer server = server()) {
