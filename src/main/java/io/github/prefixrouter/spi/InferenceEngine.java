@@ -56,6 +56,18 @@ import java.util.function.Consumer;
  *       the call instead of waiting for ever (let through by {@code execute}, it is a failure
  *       of the run that is not an {@code EngineException}, as above); an engine that gives up
  *       calls {@code stop()} without waiting.
+ *   <li>The node neither owns nor closes its engine, and this interface has no {@code close()}.
+ *       An engine the host closes should fail the runs it still holds, and every later one at
+ *       once, with a retryable {@link EngineException} (as {@code ReferenceEngine} and
+ *       {@code OpenAiCompatibleEngine} do), so that the node tries them on a peer; close the
+ *       engine after the node's stop has completed, which waits for every request it accepted.
+ *       The node does not rely on it, and the contract test kit does not check it: a run whose
+ *       future is never completed is given up at
+ *       {@link io.github.prefixrouter.RouterConfig#engineTimeout()} (cancelled, and failed,
+ *       an {@link EngineTimeoutException} its cause, without trying a peer) or, once a stop's
+ *       grace period ({@code stop(Duration)}) has ended, answered with a
+ *       {@code NodeNotRunningException}; a stop waits for it until then. So an engine closed
+ *       with runs open costs their clients up to {@code engineTimeout}, never their answer.
  * </ul>
  */
 public interface InferenceEngine {

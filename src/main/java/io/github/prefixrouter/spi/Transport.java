@@ -45,7 +45,11 @@ import java.util.concurrent.CompletableFuture;
  *       changes it (the node sends one array again, and to several peers), and the node never
  *       changes it after the call, so the transport may read it after the call returns.
  *   <li>{@link #close} completes every pending request (exceptionally, {@code CLOSED}) and
- *       stops delivering inbound messages.
+ *       stops delivering inbound messages. The node itself does not rely on the first: it
+ *       closes its transport only once every request it accepted is answered, having cancelled
+ *       the future of every forward it no longer awaits, and it ends a forward the transport
+ *       never completes at a guard timer a quarter past the timeout it gave the request (the
+ *       request falls back), or at the end of a stop's grace period.
  *   <li>Implementations are thread-safe: the node calls {@link #send} and {@link #request}
  *       from many threads at once. The node never passes null arguments.
  * </ul>
@@ -120,7 +124,9 @@ public interface Transport extends AutoCloseable {
   CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);
 
   /**
-   * Fails every pending request with {@code CLOSED} and releases the transport's resources. Must
+   * Fails every pending request with {@code CLOSED} and releases the transport's resources
+   * (checked by the contract test kit; the node, which closes its transport once nothing it
+   * sent is awaited, answers its requests without it: see the class documentation). Must
    * return promptly (release, do not wait for, in-flight exchanges): the node calls it from
    * {@code stop()}, or from whichever thread completes the node's last in-flight request, which
    * may be one of the transport's own (in a callback of the future it completes). The node's
