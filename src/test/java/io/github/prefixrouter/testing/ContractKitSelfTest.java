@@ -1041,19 +1041,19 @@ class ContractKitSelfTest {
 
   @Test
   void anEngineWhoseExecuteWaitsForRoomIsCaught() {
-    // it takes 46 unfinished requests at most; execute waits up to 1.25 s (a quarter over the
+    // it takes 46 unfinished requests at most; execute waits up to 1.1 s (a tenth over the
     // kit's EXECUTE_BOUND) for one of them to end, then refuses the request. Of the 48 calls of
     // the check, made back to back while none ends, the last two wait. Only the load check also
     // has 46 requests unfinished at once, and the 5-second bound on its execute calls lets its
-    // two waits pass
-    Set<String> failed = failingTests(InferenceEngineContractTest.class,
+    // two waits pass (the checks run at once, so that the two checks' waits overlap)
+    Set<String> failed = failingTestsAtOnce(InferenceEngineContractTest.class,
         () -> new EngineKit((e, n) -> new EngineWrapper(e) {
           final java.util.concurrent.atomic.AtomicInteger unfinished =
               new java.util.concurrent.atomic.AtomicInteger();
 
           @Override
           public CompletableFuture<EngineResult> execute(InferenceRequest r) {
-            long end = System.nanoTime() + 1_250_000_000L;
+            long end = System.nanoTime() + 1_100_000_000L;
             while (unfinished.get() >= 46) {
               if (System.nanoTime() > end) {
                 return CompletableFuture.failedFuture(
@@ -1776,9 +1776,9 @@ class ContractKitSelfTest {
 
   @Test
   void aTransportWhoseCloseWaitsForTheCompletionsInProgressIsCaught() {
-    // close drains gracefully: it waits, up to 3.25 s (a quarter of a second over the kit's
-    // bound on a close), for the completions of requests in progress to end, the one that
-    // called it too
+    // close drains gracefully: it waits, up to 3.1 s (a tenth of a second over the kit's bound
+    // on a close), for the completions of requests in progress to end, the one that called it
+    // too
     Set<String> failed = failingTests(TransportContractTest.class,
         () -> new TransportKit(t -> new ForwardingTransport(t) {
           final java.util.concurrent.atomic.AtomicInteger completing =
@@ -1800,7 +1800,7 @@ class ContractKitSelfTest {
 
           @Override
           public void close() {
-            waitWhile(() -> completing.get() > 0, Duration.ofMillis(3_250));
+            waitWhile(() -> completing.get() > 0, Duration.ofMillis(3_100));
             t.close();
           }
         }));
@@ -1809,9 +1809,9 @@ class ContractKitSelfTest {
 
   @Test
   void aTransportWhoseCloseDrainsThePendingRequestsIsCaught() {
-    // a graceful close: it waits, up to 3.5 s, for the answers of its pending requests before
-    // failing what is left with CLOSED (in each of the four checks that close with a request
-    // pending, hence the checks at once)
+    // a graceful close: it waits, up to 3.1 s (a tenth of a second over the kit's bound on a
+    // close), for the answers of its pending requests before failing what is left with CLOSED
+    // (in each of the four checks that close with a request pending, hence the checks at once)
     Set<String> failed = failingTestsAtOnce(TransportContractTest.class,
         () -> new TransportKit(t -> new ForwardingTransport(t) {
           final Set<CompletableFuture<byte[]>> pending = ConcurrentHashMap.newKeySet();
@@ -1831,7 +1831,7 @@ class ContractKitSelfTest {
 
           @Override
           public void close() {
-            waitWhile(() -> !pending.isEmpty(), Duration.ofMillis(3_500));
+            waitWhile(() -> !pending.isEmpty(), Duration.ofMillis(3_100));
             t.close();
           }
         }));
@@ -1866,7 +1866,8 @@ class ContractKitSelfTest {
   void aTransportThatBlocksTheCallerWhileThePeerIsBusyIsCaught() {
     // send and request write through to the peer before they return, as a synchronous write
     // does: while the peer's handler is busy with an earlier message they wait, up to a write
-    // timeout of 3 s, for it to be free
+    // timeout of 2.1 s (a tenth of a second over the kit's bound on such a call), for it to be
+    // free
     Set<String> failed = failingTests(TransportContractTest.class, () -> {
       java.util.Map<String, java.util.concurrent.atomic.AtomicInteger> busy =
           new ConcurrentHashMap<>();
@@ -1902,7 +1903,7 @@ class ContractKitSelfTest {
         void writeThrough(PeerAddress to) {
           java.util.concurrent.atomic.AtomicInteger peer = busy.get(to.address());
           if (peer != null) {
-            waitWhile(() -> peer.get() > 0, Duration.ofSeconds(3));
+            waitWhile(() -> peer.get() > 0, Duration.ofMillis(2_100));
           }
         }
 
