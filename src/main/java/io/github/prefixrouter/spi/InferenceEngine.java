@@ -134,7 +134,10 @@ public interface InferenceEngine {
    * Best-effort cancellation of a running or queued request; may do nothing, but the request's
    * future still completes (exceptionally with an {@link EngineException}, or with its result).
    * Request ids are unique per origin node only, so requests of the same id may be in flight
-   * here; the node calls {@code cancel} only while a single one of them is.
+   * here; the node calls {@code cancel} only while a single one of them is. It must not throw:
+   * a call that does is a bug of the engine, whose run of the request may then go on; the node
+   * ends the request all the same, and logs the failure naming what was thrown (the first, then
+   * one each time their count reaches a power of two).
    *
    * @param requestId the {@link InferenceRequest#id()} of the request to cancel
    */

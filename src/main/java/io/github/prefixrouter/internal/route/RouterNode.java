@@ -211,6 +211,8 @@ public final class RouterNode implements PrefixRouterNode {
    * (a contract violation: {@link #engineBroke}).
    */
   private final DoublingLog engineContractFailures = new DoublingLog();
+  /** The engine's {@code cancel} calls that threw, logged at each doubling of their count. */
+  private final DoublingLog engineCancelFailures = new DoublingLog();
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -1995,7 +1997,26 @@ public final class RouterNode implements PrefixRouterNode {
     try {
       engine.cancel(id);
     } catch (Throwable e) {
-      LOG.debug("node {}: engine cancel failed", nodeId, e);
+      cancelBroke(id, e);
+    }
+  }
+
+  /**
+   * The engine's {@code cancel} of request {@code id} threw {@code thrown}: the engine breaks its
+   * contract (a bug of the host's engine), and its run of the request may go on, holding a slot.
+   * The request ends all the same. Logged as runs that break the contract are: the first with
+   * what was thrown (at ERROR for an {@link Error}, else at WARN), later ones at WARN when their
+   * count reaches a power of two ({@link DoublingLog}).
+   */
+  private void cancelBroke(String id, Throwable thrown) {
+    long n = engineCancelFailures.failed(); // 0 unless logged
+    if (n == 1) {
+      CountedFailureLog.log(LOG, thrown, "node {}: its engine's cancel of request {} threw {};"
+          + " InferenceEngine.cancel must not throw: the request ends all the same, but the"
+          + " engine may go on running it", nodeId, id, String.valueOf(thrown));
+    } else if (n > 1) {
+      LOG.warn("node {}: its engine's cancel has thrown {} times, the latest: {}", nodeId, n,
+          String.valueOf(thrown));
     }
   }
 
