@@ -30,7 +30,9 @@ package io.github.prefixrouter;
  *     about this node's own state that it cannot follow, a message from this node's own id
  * @param internalErrors unexpected errors while handling a gossip message or running a round,
  *     each one dropped the message or cut the round short (a bug, or the virtual machine's
- *     trouble); 0 in a healthy node
+ *     trouble), and the node's scheduler refusing the timer of the next round (an executor shut
+ *     down while the node runs: the node then gossips no more, logged at ERROR); 0 in a healthy
+ *     node
  * @param membersSuspected times a peer became suspect
  * @param membersDead times a peer was declared dead (no heartbeat for
  *     {@link RouterConfig#peerDeadAfter()}): its replica dropped

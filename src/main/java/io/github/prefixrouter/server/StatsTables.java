@@ -130,7 +130,8 @@ final class StatsTables {
           GossipStats::rejected)
       .counter("internal_errors", G + "internal_errors_total",
           "Unexpected errors while handling a gossip message or running a round (the message "
-              + "dropped, the round cut short); 0 in a healthy node.",
+              + "dropped, the round cut short), and the scheduler refusing the timer of the next "
+              + "round (the node then gossips no more, logged at ERROR); 0 in a healthy node.",
           GossipStats::internalErrors)
       .counter("members_suspected", G + "members_suspected_total",
           "Times a peer became suspect.", GossipStats::membersSuspected)

@@ -6,7 +6,11 @@ package io.github.prefixrouter.spi;
  * <p>The library never starts a thread: every timer goes through the scheduler its host gives
  * it. Implementations must run each task at most once, never on the caller's thread from inside
  * {@link #schedule}, and may run tasks concurrently with other library calls (the library is
- * thread-safe). {@link io.github.prefixrouter.testing.SimulatedScheduler} runs tasks in simulated
+ * thread-safe). A node's scheduler must take its timers until the node has stopped: one that
+ * refuses them while the node runs (a host's executor shut down first) loses no request, but
+ * ends the node's gossip, so that its peers declare it dead; the node logs that at ERROR and
+ * counts it in {@link io.github.prefixrouter.GossipStats#internalErrors()}.
+ * {@link io.github.prefixrouter.testing.SimulatedScheduler} runs tasks in simulated
  * time on one thread; {@link Schedulers#newSingleThread(String)} is a production implementation.
  */
 public interface Scheduler {

@@ -1267,7 +1267,15 @@ public final class GossipEngine {
       if (running) {
         double j = config.jitter() * (2 * random.nextDouble() - 1);
         long delay = Math.max(1, (long) (config.intervalNanos() * (1 + j)));
-        nextTick = scheduler.schedule(delay, this::tick);
+        try {
+          nextTick = scheduler.schedule(delay, this::tick);
+        } catch (Throwable e) { // a host's executor shut down under the running node
+          count(GossipCounter.INTERNAL_ERRORS, 1);
+          log.error("gossip: node {}: the scheduler refused the timer of the next gossip round"
+              + " ({}); the node sends no more gossip and its peers will declare it dead: its"
+              + " scheduler must run its timers until the node has stopped", self.nodeId(),
+              String.valueOf(e));
+        }
       }
     } finally {
       lock.writeLock().unlock();
