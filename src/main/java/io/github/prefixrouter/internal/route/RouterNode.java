@@ -213,6 +213,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final DoublingLog engineContractFailures = new DoublingLog();
   /** The engine's {@code cancel} calls that threw, logged at each doubling of their count. */
   private final DoublingLog engineCancelFailures = new DoublingLog();
+  /** Guard timers the scheduler refused, logged at each doubling of their count. */
+  private final DoublingLog refusedTimers = new DoublingLog();
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -2915,7 +2917,9 @@ public final class RouterNode implements PrefixRouterNode {
    * Schedules a guard timer. A scheduler that refuses (a host's executor shut down under the
    * node) must not make an attempt that already started throw: its caller would start it again,
    * running the request twice and never completing it. The attempt then goes on without the
-   * guard; the transport's own timeout or the engine still ends it.
+   * guard; the transport's own timeout or the engine still ends it. Refusals are logged at ERROR,
+   * the first with what was thrown, later ones when their count reaches a power of two
+   * ({@link DoublingLog}): a refusing scheduler refuses every request's timers.
    *
    * @return the timer, a no-op for a scheduler's null, or {@link #TIMER_REFUSED} if it refused
    */
@@ -2924,7 +2928,15 @@ public final class RouterNode implements PrefixRouterNode {
       Scheduler.Cancellable c = scheduler.schedule(delayNanos, task);
       return c != null ? c : () -> false;
     } catch (Throwable e) {
-      LOG.error("node {}: the scheduler refused a guard timer; going on without it", nodeId, e);
+      long n = refusedTimers.failed(); // 0 unless logged
+      if (n == 1) {
+        LOG.error("node {}: the scheduler refused a guard timer ({}); going on without it: its"
+            + " scheduler must take its timers until the node has stopped", nodeId,
+            String.valueOf(e), e);
+      } else if (n > 1) {
+        LOG.error("node {}: the scheduler has refused {} guard timers, the latest: {}", nodeId, n,
+            String.valueOf(e));
+      }
       return TIMER_REFUSED;
     }
   }
