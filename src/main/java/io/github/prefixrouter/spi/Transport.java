@@ -119,7 +119,9 @@ public interface Transport extends AutoCloseable {
    * @param timeout how long to wait for the answer before failing with {@code TIMEOUT}; one that
    *     is not positive fails the request at once with {@code TIMEOUT}, and one longer than the
    *     transport's timers can count waits as long as they can
-   * @return a future of the answer's bytes, completed once; never null
+   * @return a future of the answer's bytes, completed once; never null, and never completed with
+   *     null (a node takes a null answer for a malformed one, and logs that its transport gave
+   *     it)
    */
   CompletableFuture<byte[]> request(PeerAddress to, byte[] payload, Duration timeout);
 

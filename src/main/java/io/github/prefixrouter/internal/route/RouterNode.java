@@ -1521,12 +1521,20 @@ public final class RouterNode implements PrefixRouterNode {
       }
     } else {
       ForwardCodec.Message m;
-      try {
-        m = ForwardCodec.decode(bytes);
-      } catch (MalformedMessageException | RuntimeException e) {
+      if (bytes == null) { // the host's transport breaks its contract: taken as a malformed answer
         m = null;
         malformedInbound.increment();
-        LOG.warn("node {}: malformed answer from {}: {}", nodeId, a.to, e.getMessage());
+        LOG.warn("node {}: its transport completed the forward to {} with null, not the peer's"
+            + " answer: Transport.request must complete with the answer's bytes or fail with a"
+            + " TransportException; taken for a malformed answer", nodeId, a.to);
+      } else {
+        try {
+          m = ForwardCodec.decode(bytes);
+        } catch (MalformedMessageException | RuntimeException e) {
+          m = null;
+          malformedInbound.increment();
+          LOG.warn("node {}: malformed answer from {}: {}", nodeId, a.to, e.getMessage());
+        }
       }
       if (m != null && !m.requestId().equals(ex.request.id())) {
         LOG.warn("node {}: answer from {} names request {} instead of {}", nodeId, a.to,
