@@ -36,7 +36,10 @@ import org.junit.jupiter.api.Test;
  * cache). Engines in simulated time override {@link #awaitCondition(BooleanSupplier, Duration)}
  * to advance their clock; engines that can be told to fail override
  * {@link #failNextRequest(InferenceEngine)}. Depend on the {@code tests} classifier of
- * {@code prefix-router}.
+ * {@code prefix-router}. The kit does not close the engines it asks for ({@link InferenceEngine}
+ * has no {@code close}): an engine with threads or connections of its own is closed by the
+ * subclass, which keeps the engines {@link #createEngine()} made and closes them in an
+ * {@code @AfterEach} of its own. ({@code TransportContractTest} closes its transports itself.)
  *
  * <p>Checked: {@code execute} returns without blocking, within {@link #EXECUTE_BOUND} also while
  * the engine has more requests than it runs at once (one call over it forgiven), and its future
