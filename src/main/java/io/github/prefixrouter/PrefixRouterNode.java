@@ -440,6 +440,12 @@ public interface PrefixRouterNode extends AutoCloseable {
      * latest one that did not, and one that throws in {@link #build()} fails the build (see
      * {@link Clock}).
      *
+     * <p>The node sets its timers on the scheduler and measures time on this clock, so the two
+     * must keep the same time, but for a constant offset; the build does not check it. A
+     * {@link io.github.prefixrouter.testing.SimulatedScheduler} given with
+     * {@link Clock#system()}, say, is accepted, and its timers then run in simulated time
+     * while the node measures real time: give such a scheduler no clock, or itself.
+     *
      * @param clock the clock
      * @return this builder
      */
