@@ -147,7 +147,9 @@ public interface InferenceEngine {
    * Whether this engine publishes cache events through {@link #setCacheEventListener}. When it
    * does, the node runs its local tree in engine-driven mode (unless its
    * {@link io.github.prefixrouter.RouterConfig#treeMode()} is {@code SELF_MANAGED}); otherwise in
-   * self-managed mode.
+   * self-managed mode. An engine that says so but reports no stored block leaves the node's tree
+   * empty, and its peers never route to its cache: the node logs that once at WARN after 16 of
+   * its runs that computed a block or more of their prompt.
    *
    * @return true if the engine reports its cache events (false by default)
    */

@@ -167,6 +167,12 @@ public final class RouterNode implements PrefixRouterNode {
    * {@code request()}, so the next forward starts from within the last one's completion).
    */
   static final int MAX_UNSENT_FORWARDS = 16;
+  /**
+   * Runs computing a block or more of their prompt that an engine-driven node's engine answers
+   * before the node checks, once, that the engine has reported a stored block (see
+   * {@link #checkCacheEventsArrive}).
+   */
+  static final int EVENTLESS_RUNS = 16;
   /** What {@link #schedule} returns when the scheduler refused the timer. */
   private static final Scheduler.Cancellable TIMER_REFUSED = () -> false;
   /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
@@ -215,6 +221,8 @@ public final class RouterNode implements PrefixRouterNode {
   private final DoublingLog engineCancelFailures = new DoublingLog();
   /** Guard timers the scheduler refused, logged at each doubling of their count. */
   private final DoublingLog refusedTimers = new DoublingLog();
+  /** Runs counted towards {@link #EVENTLESS_RUNS}, which stop counting there. */
+  private final AtomicInteger eventCheckRuns = new AtomicInteger();
 
   private final AtomicReference<State> state = new AtomicReference<>(State.NEW);
   private final CompletableFuture<Void> stopped = new StopFuture<>();
@@ -1842,6 +1850,7 @@ public final class RouterNode implements PrefixRouterNode {
       // before the run ends, so that a failing engine's probe is not seen ended before it failed
       if (err == null && res != null && couldAnswer(res, ex.request)) {
         engineWatch.succeeded();
+        checkCacheEventsArrive(res);
       } else if (ex.current(seq) && (err == null || broke
           || thrown instanceof EngineException ee && ee.retryable()
               && !(ee instanceof AnswerBudgetException)
@@ -2009,6 +2018,32 @@ public final class RouterNode implements PrefixRouterNode {
     } catch (Throwable e) {
       cancelBroke(id, e);
     }
+  }
+
+  /**
+   * Counts a run the engine answered that computed a block or more of its prompt (not served
+   * from its cache, so it must have stored a block); at the
+   * {@link #EVENTLESS_RUNS}-th, if the engine feeds the tree (engine-driven) and has reported no
+   * stored block yet, says once that its integration reports no cache events: the tree then
+   * mirrors nothing and the peers never route to this node's cache, which nothing else shows
+   * but {@code storedEvents} staying 0. Later runs cost a read of the count.
+   */
+  private void checkCacheEventsArrive(EngineResult res) {
+    if (res.promptTokens() - Math.max(0, res.cachedPromptTokens()) < config.blockSize()
+        || eventCheckRuns.get() >= EVENTLESS_RUNS
+        || eventCheckRuns.incrementAndGet() != EVENTLESS_RUNS) {
+      return;
+    }
+    cacheEventStats().ifPresent(s -> {
+      if (s.storedEvents() == 0) {
+        LOG.warn("node {}: its engine publishes cache events (publishesCacheEvents() is true)"
+            + " but has reported no stored block after {} runs that computed a block or more:"
+            + " the node's tree mirrors nothing, so its peers never route to its cache; report"
+            + " each block the engine caches to the CacheEventListener (onBlocksStored), or"
+            + " return false from publishesCacheEvents() for a tree of the prompts the engine ran",
+            nodeId, EVENTLESS_RUNS);
+      }
+    });
   }
 
   /**
