@@ -173,6 +173,12 @@ public final class RouterNode implements PrefixRouterNode {
    * {@link #checkCacheEventsArrive}).
    */
   static final int EVENTLESS_RUNS = 16;
+  /**
+   * Yields a stop's end of its grace period gives a thread that has answered a request and is
+   * leaving the node's code, before it takes that thread for one running a function that
+   * blocks (see {@link #stillAnswering}): a moment, not a wait.
+   */
+  private static final int ANSWER_SETTLE_YIELDS = 10_000;
   /** What {@link #schedule} returns when the scheduler refused the timer. */
   private static final Scheduler.Cancellable TIMER_REFUSED = () -> false;
   /** The longest grace period {@link #stop(Duration)} takes, as for the config's durations. */
@@ -651,13 +657,29 @@ public final class RouterNode implements PrefixRouterNode {
       // read after isDone: the answering thread wrote it before completing the future, so a
       // future seen complete shows it (or null, once that thread's functions have returned)
       Thread answering = ex.answeringOn;
-      if (answering != null && answering != Thread.currentThread()) {
+      if (answering != null && answering != Thread.currentThread()
+          && stillAnswering(ex, answering)) {
         LOG.warn("node {}: the stop's grace period ended while a function depending on the "
             + "answered future of request {} was still running; the stop does not wait for it",
             nodeId, ex.request.id());
         ended(ex);
       }
     }
+  }
+
+  /**
+   * Whether {@code answering}, which has completed {@code ex}'s future, is still running what
+   * depends on it after yielding to it a moment: the thread that completes a future wakes its
+   * waiters ({@code get()}, {@code join()}) before it returns from the completion, so a host
+   * that stops the node as soon as its last answer came may find that thread on its way out,
+   * with no function of the host's running. Only one still there after
+   * {@link #ANSWER_SETTLE_YIELDS} yields is taken for a function that blocks.
+   */
+  private static boolean stillAnswering(Execution ex, Thread answering) {
+    for (int i = 0; i < ANSWER_SETTLE_YIELDS && ex.answeringOn == answering; i++) {
+      Thread.yield();
+    }
+    return ex.answeringOn == answering;
   }
 
   /** Registers a new execution; abandons it at once if a grace period has already ended. */
@@ -3271,8 +3293,11 @@ public final class RouterNode implements PrefixRouterNode {
     Thread cancellingOn;
     /** The thread sending a CANCEL of it ({@code Transport.send}) as it ends an attempt. */
     Thread cancelSendingOn;
-    /** The thread completing its future (and running what depends on it). */
-    Thread answeringOn;
+    /**
+     * The thread completing its future (and running what depends on it). Volatile: a stop's end
+     * of its grace period reads it, on another thread, as that thread clears it.
+     */
+    volatile Thread answeringOn;
 
     Execution(InferenceRequest request, int hops, String sender, String origin) {
       this.request = request;
