@@ -33,7 +33,11 @@ class ExactlyOnceProperties {
         .watermarks(1, 3).forwardTimeout(Duration.ofMillis(30), Duration.ofSeconds(5))
         .engineTimeout(Duration.ofSeconds(20)).build();
     OracleCluster.Hooks hooks = new OracleCluster.Hooks();
-    hooks.engineTweak = b -> b.random(new SplittableRandom(seed ^ 0x5EED))
+    // each engine draws its faults from a stream of its own: engines sharing one stream would
+    // stall on the same request of their own in lockstep, and a stall on every engine's first
+    // request holds every slot until engineTimeout, so that no request could be answered
+    SplittableRandom faults = new SplittableRandom(seed ^ 0x5EED);
+    hooks.engineTweak = b -> b.random(faults.split())
         .failureProbability(0.03).stallProbability(0.03);
     OracleCluster c = new OracleCluster(4, cfg, seed, hooks);
     c.net.setDefaultLink(InMemoryNetwork.Link.delay(Duration.ofMillis(2))
